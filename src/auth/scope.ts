@@ -1,0 +1,42 @@
+import type { AuthContext } from "./auth-context.ts";
+import type { Endpoint } from "../config/config.schema.ts";
+import { AppError } from "../errors/app-error.ts";
+
+/** Matches a model id against a glob pattern where `*` is any run of characters and `?` one character. */
+export function globMatch(pattern: string, value: string): boolean {
+  const source = pattern.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".");
+  return new RegExp(`^${source}$`).test(value);
+}
+
+function modelAllowed(auth: AuthContext, modelId: string): boolean {
+  if (!auth.plan.models.some((p) => globMatch(p, modelId))) return false;
+  return auth.modelScopes === null || auth.modelScopes.some((p) => globMatch(p, modelId));
+}
+
+/**
+ * Whether the key and its plan may use this endpoint on this node. A key bound to a dedicated deployment
+ * may call rerank on its own node whatever its plan (decisions.md).
+ */
+export function endpointAllowed(auth: AuthContext, endpoint: Endpoint, nodeDeployment: string): boolean {
+  if (auth.endpointScopes !== null && !auth.endpointScopes.includes(endpoint)) return false;
+  if (auth.plan.endpoints.includes(endpoint)) return true;
+  return endpoint === "rerank" && auth.deployment !== null && auth.deployment === nodeDeployment;
+}
+
+/** Whether the key may call this model at all (used to filter GET /v1/models). */
+export function canUseModel(auth: AuthContext, modelId: string): boolean {
+  return modelAllowed(auth, modelId);
+}
+
+/** 403 model_not_in_plan (param "model") when the endpoint or the model is outside the key's or plan's scope. */
+export function assertScope(auth: AuthContext, endpoint: Endpoint, modelId: string, nodeDeployment: string): void {
+  if (!endpointAllowed(auth, endpoint, nodeDeployment)) {
+    throw new AppError("model_not_in_plan", {
+      param: "model",
+      message: `This key's plan does not include the ${endpoint} endpoint.`,
+    });
+  }
+  if (!modelAllowed(auth, modelId)) {
+    throw new AppError("model_not_in_plan", { param: "model", message: `This key may not use the model '${modelId}'.` });
+  }
+}

@@ -1,0 +1,114 @@
+import { Type, type Static } from "@sinclair/typebox";
+
+/** "500ms", "30s", "1m", "2h": the only duration format in the config. */
+export const Duration = Type.String({ pattern: "^[0-9]+(ms|s|m|h)$", description: "e.g. 500ms, 30s, 1m, 1h" });
+
+export const Endpoint = Type.Union(
+  [Type.Literal("models"), Type.Literal("chat"), Type.Literal("embeddings"), Type.Literal("transcriptions"), Type.Literal("rerank")],
+  { description: "An endpoint a plan or key may call" },
+);
+export type Endpoint = Static<typeof Endpoint>;
+export const allEndpoints: Endpoint[] = ["models", "chat", "embeddings", "transcriptions", "rerank"];
+
+export const Capability = Type.Union([
+  Type.Literal("chat"),
+  Type.Literal("embeddings"),
+  Type.Literal("rerank"),
+  Type.Literal("transcriptions"),
+  Type.Literal("vision"),
+  Type.Literal("tools"),
+  Type.Literal("json"),
+  Type.Literal("logprobs"),
+  Type.Literal("reasoning"),
+]);
+export type Capability = Static<typeof Capability>;
+
+export const RateLimitConfig = Type.Object(
+  { requests: Type.Integer({ minimum: 1 }), window: Duration },
+  { additionalProperties: false },
+);
+export type RateLimitConfig = Static<typeof RateLimitConfig>;
+
+export const PlanConfig = Type.Object(
+  {
+    rateLimit: Type.Optional(RateLimitConfig),
+    maxBodyBytes: Type.Optional(Type.Integer({ minimum: 1 })),
+    maxUploadBytes: Type.Optional(Type.Integer({ minimum: 1 })),
+    maxOutputTokens: Type.Optional(Type.Integer({ minimum: 1 })),
+    models: Type.Optional(Type.Array(Type.String(), { description: "glob patterns of model ids" })),
+    endpoints: Type.Optional(Type.Array(Endpoint)),
+    ipAllowlist: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+export type PlanConfig = Static<typeof PlanConfig>;
+
+export const ModelConfig = Type.Object(
+  {
+    id: Type.String({ minLength: 1, pattern: "^[A-Za-z0-9._:/-]+$" }),
+    engine: Type.Union([Type.Literal("llama"), Type.Literal("onnx"), Type.Literal("upstream")]),
+    /** A local path (relative to the config file) or a hub ref `hf:org/repo[:file|:quant]`, stored under <dataDir>/models. */
+    source: Type.String({ minLength: 1 }),
+    capabilities: Type.Array(Capability, { minItems: 1 }),
+    contextSize: Type.Optional(Type.Integer({ minimum: 16 })),
+    parallel: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
+    threads: Type.Optional(Type.Integer({ minimum: 1, maximum: 256 })),
+    ownedBy: Type.Optional(Type.String()),
+    load: Type.Optional(Type.Union([Type.Literal("eager"), Type.Literal("lazy")])),
+    keepAlive: Type.Optional(Type.Union([Duration, Type.Literal("forever")])),
+    queueSize: Type.Optional(Type.Integer({ minimum: 0 })),
+    requestTimeout: Type.Optional(Duration),
+    /** transformers.js dtype (fp32, fp16, q8, q4...). */
+    dtype: Type.Optional(Type.String()),
+    /** Sampling defaults the model recommends, used when a request omits them. */
+    defaults: Type.Optional(
+      Type.Object(
+        { temperature: Type.Optional(Type.Number({ minimum: 0, maximum: 2 })), topP: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })) },
+        { additionalProperties: false },
+      ),
+    ),
+    /** Longest embedding/rerank input in tokens; defaults to the model's own limit. */
+    maxInputTokens: Type.Optional(Type.Integer({ minimum: 1 })),
+    /** For engine: upstream. */
+    url: Type.Optional(Type.String()),
+    apiKey: Type.Optional(Type.String()),
+    upstreamModel: Type.Optional(Type.String()),
+  },
+  { additionalProperties: false },
+);
+export type ModelConfig = Static<typeof ModelConfig>;
+
+export const Config = Type.Object(
+  {
+    server: Type.Optional(
+      Type.Object(
+        {
+          host: Type.Optional(Type.String()),
+          port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
+          tls: Type.Optional(Type.Object({ cert: Type.String(), key: Type.String() }, { additionalProperties: false })),
+          trustProxy: Type.Optional(Type.Array(Type.String())),
+          shutdownTimeout: Type.Optional(Duration),
+          requestTimeout: Type.Optional(Duration),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    deployment: Type.Optional(Type.String({ minLength: 1 })),
+    dataDir: Type.Optional(Type.String()),
+    logLevel: Type.Optional(Type.Union(["fatal", "error", "warn", "info", "debug", "trace", "silent"].map((l) => Type.Literal(l)))),
+    /** Token for /admin/v1; never accepted on /v1. Admin API is off when unset. */
+    adminToken: Type.Optional(Type.String({ minLength: 16 })),
+    /** HMAC secret for API key hashes; generated into <dataDir>/secret when unset. */
+    keySecret: Type.Optional(Type.String({ minLength: 16 })),
+    database: Type.Optional(Type.Object({ url: Type.Optional(Type.String()) }, { additionalProperties: false })),
+    redis: Type.Optional(Type.Object({ url: Type.Optional(Type.String()) }, { additionalProperties: false })),
+    anonymousRateLimit: Type.Optional(RateLimitConfig),
+    defaultPlan: Type.Optional(Type.String()),
+    plans: Type.Optional(Type.Record(Type.String(), PlanConfig)),
+    models: Type.Optional(Type.Array(ModelConfig)),
+    /** `auto` pulls missing hub models at start. */
+    pull: Type.Optional(Type.Union([Type.Literal("auto"), Type.Literal("never")])),
+  },
+  { additionalProperties: false },
+);
+export type ConfigInput = Static<typeof Config>;

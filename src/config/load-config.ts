@@ -1,0 +1,183 @@
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { Value } from "@sinclair/typebox/value";
+import YAML from "yaml";
+import { Config, allEndpoints, type ConfigInput, type ModelConfig, type PlanConfig } from "./config.schema.ts";
+import type { AppConfig, ModelEntry, Plan } from "./app-config.ts";
+import { parseDuration } from "./duration.ts";
+import { isHubRef, localPathForHubRef, parseHubRef } from "../catalog/hub-ref.ts";
+import { defaultCatalog } from "../catalog/default-catalog.ts";
+
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}
+
+export interface ConfigOverrides {
+  dataDir?: string;
+  host?: string;
+  port?: number;
+}
+
+export const defaultPlanName = "default";
+
+const builtInDefaultPlan: Plan = {
+  name: defaultPlanName,
+  rateLimit: { requests: 600, windowMs: 60_000 },
+  maxBodyBytes: 10 * 1024 * 1024,
+  maxUploadBytes: 25 * 1024 * 1024,
+  maxOutputTokens: null,
+  models: ["*"],
+  endpoints: [...allEndpoints],
+  ipAllowlist: false,
+};
+
+function parseText(text: string, file: string): unknown {
+  try {
+    return file.endsWith(".json") ? JSON.parse(text) : YAML.parse(text);
+  } catch (err) {
+    throw new ConfigError(`${file}: not valid ${file.endsWith(".json") ? "JSON" : "YAML"}: ${(err as Error).message}`);
+  }
+}
+
+/** "/server/tsl" -> "server.tsl"; "/models/0/id" -> "models[0].id". */
+function dottedPath(pointer: string): string {
+  return pointer
+    .split("/")
+    .filter(Boolean)
+    .map((part) => part.replace(/~1/g, "/").replace(/~0/g, "~"))
+    .reduce((acc, part) => (/^[0-9]+$/.test(part) ? `${acc}[${part}]` : acc ? `${acc}.${part}` : part), "");
+}
+
+function validate(raw: unknown, file: string): ConfigInput {
+  const input = raw ?? {};
+  const firstError = Value.Errors(Config, input).First();
+  if (!firstError) return input as ConfigInput;
+  const where = dottedPath(firstError.path) || "(root)";
+  if (firstError.message === "Unexpected property") {
+    throw new ConfigError(`${file}: unknown key "${where.split(/[.[]/).pop()}" at ${where}`);
+  }
+  throw new ConfigError(`${file}: invalid value at ${where}: ${firstError.message}`);
+}
+
+function resolvePlan(name: string, plan: PlanConfig): Plan {
+  return {
+    name,
+    rateLimit: plan.rateLimit
+      ? { requests: plan.rateLimit.requests, windowMs: parseDuration(plan.rateLimit.window) }
+      : builtInDefaultPlan.rateLimit,
+    maxBodyBytes: plan.maxBodyBytes ?? builtInDefaultPlan.maxBodyBytes,
+    maxUploadBytes: plan.maxUploadBytes ?? builtInDefaultPlan.maxUploadBytes,
+    maxOutputTokens: plan.maxOutputTokens ?? null,
+    models: plan.models ?? ["*"],
+    endpoints: plan.endpoints ?? [...allEndpoints],
+    ipAllowlist: plan.ipAllowlist ?? false,
+  };
+}
+
+export function resolveModel(model: ModelConfig, configDir: string, dataDir: string, serverTimeoutMs: number): ModelEntry {
+  const hubRef = isHubRef(model.source) ? model.source : null;
+  let modelPath: string | null = null;
+  if (model.engine !== "upstream") {
+    modelPath = hubRef ? localPathForHubRef(dataDir, parseHubRef(hubRef)) : path.resolve(configDir, model.source);
+  }
+  const parallel = model.parallel ?? (model.engine === "llama" ? 4 : 1);
+  return {
+    id: model.id,
+    engine: model.engine,
+    source: model.source,
+    path: modelPath,
+    hubRef,
+    capabilities: model.capabilities,
+    contextSize: model.contextSize ?? null,
+    parallel,
+    threads: model.threads ?? 1,
+    ownedBy: model.ownedBy ?? "modelgate",
+    load: model.load ?? "eager",
+    keepAliveMs: model.keepAlive === undefined || model.keepAlive === "forever" ? null : parseDuration(model.keepAlive),
+    queueSize: model.queueSize ?? Math.max(16, parallel * 8),
+    requestTimeoutMs: model.requestTimeout ? parseDuration(model.requestTimeout) : serverTimeoutMs,
+    dtype: model.dtype ?? null,
+    defaults: model.defaults ?? {},
+    maxInputTokens: model.maxInputTokens ?? null,
+    url: model.url ?? null,
+    apiKey: model.apiKey ?? null,
+    upstreamModel: model.upstreamModel ?? null,
+  };
+}
+
+/** Builds the runtime config from already-parsed input; `file` is only used in messages and for relative paths. */
+export function buildConfig(raw: unknown, file: string | null, overrides: ConfigOverrides = {}): AppConfig {
+  const input = validate(raw, file ?? "config");
+  const configDir = file ? path.dirname(path.resolve(file)) : process.cwd();
+  const dataDir = overrides.dataDir
+    ? path.resolve(overrides.dataDir)
+    : input.dataDir
+      ? path.resolve(configDir, input.dataDir)
+      : path.resolve("data");
+  const server = input.server ?? {};
+  const requestTimeoutMs = parseDuration(server.requestTimeout ?? "10m");
+
+  const plans: Record<string, Plan> = { [defaultPlanName]: builtInDefaultPlan };
+  for (const [name, plan] of Object.entries(input.plans ?? {})) plans[name] = resolvePlan(name, plan);
+  const defaultPlan = input.defaultPlan ?? defaultPlanName;
+  if (!plans[defaultPlan]) throw new ConfigError(`${file ?? "config"}: defaultPlan "${defaultPlan}" is not in plans`);
+
+  const usingDefaultCatalog = input.models === undefined;
+  const modelConfigs = input.models ?? defaultCatalog;
+  const seen = new Set<string>();
+  for (const [i, model] of modelConfigs.entries()) {
+    if (seen.has(model.id)) throw new ConfigError(`${file ?? "config"}: duplicate model id "${model.id}" at models[${i}].id`);
+    seen.add(model.id);
+    if (model.engine === "upstream" && !model.url) throw new ConfigError(`${file ?? "config"}: models[${i}].url is required for engine upstream`);
+    if (isHubRef(model.source)) {
+      try {
+        parseHubRef(model.source);
+      } catch (err) {
+        throw new ConfigError(`${file ?? "config"}: models[${i}].source: ${(err as Error).message}`);
+      }
+    }
+  }
+
+  return {
+    configFile: file ? path.resolve(file) : null,
+    configDir,
+    server: {
+      host: overrides.host ?? server.host ?? "127.0.0.1",
+      port: overrides.port ?? server.port ?? 8443,
+      tls: server.tls ? { cert: path.resolve(configDir, server.tls.cert), key: path.resolve(configDir, server.tls.key) } : null,
+      trustProxy: server.trustProxy ?? [],
+      shutdownTimeoutMs: parseDuration(server.shutdownTimeout ?? "30s"),
+      requestTimeoutMs,
+    },
+    deployment: input.deployment ?? "shared",
+    dataDir,
+    logLevel: input.logLevel ?? "info",
+    adminToken: input.adminToken ?? null,
+    keySecret: input.keySecret ?? null,
+    databaseUrl: process.env.DATABASE_URL || input.database?.url || null,
+    redisUrl: process.env.REDIS_URL || input.redis?.url || null,
+    anonymousRateLimit: input.anonymousRateLimit
+      ? { requests: input.anonymousRateLimit.requests, windowMs: parseDuration(input.anonymousRateLimit.window) }
+      : { requests: 300, windowMs: 60_000 },
+    defaultPlan,
+    plans,
+    models: modelConfigs.map((m) => resolveModel(m, configDir, dataDir, requestTimeoutMs)),
+    pull: input.pull ?? "never",
+    usingDefaultCatalog,
+  };
+}
+
+/** Reads a YAML or JSON config file (or none, for the embedded defaults) and validates it. */
+export function loadConfig(file: string | null | undefined, overrides: ConfigOverrides = {}): AppConfig {
+  if (!file) return buildConfig({}, null, overrides);
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new ConfigError(`cannot read config ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  return buildConfig(parseText(text, file), file, overrides);
+}
