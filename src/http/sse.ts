@@ -1,0 +1,92 @@
+import type { FastifyReply } from "fastify";
+import { AppError } from "../errors/app-error.ts";
+import { toEnvelope } from "../errors/envelope.ts";
+
+const keepAliveMs = 15_000;
+
+/**
+ * The one place that writes server-sent events (spec §6): `data: <json>\n\n` frames, `: keep-alive` comments,
+ * the error frame (decisions.md) and `data: [DONE]`. Headers are committed lazily, on the first frame, so an
+ * error before the first token can still be a normal JSON error response.
+ */
+export class SseStream {
+  private opened = false;
+  private ended = false;
+  private keepAliveTimer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly reply: FastifyReply) {}
+
+  /** True once the status line and headers have gone out; errors must then be error frames. */
+  get committed(): boolean {
+    return this.opened;
+  }
+
+  get closed(): boolean {
+    return this.ended || this.reply.raw.destroyed;
+  }
+
+  private open(): void {
+    if (this.opened) return;
+    this.opened = true;
+    this.reply.hijack();
+    const headers: Record<string, string | number | string[]> = {};
+    for (const [name, value] of Object.entries(this.reply.getHeaders())) {
+      if (value !== undefined) headers[name] = value as string | number | string[];
+    }
+    this.reply.raw.writeHead(200, {
+      ...headers,
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+      connection: "keep-alive",
+      "x-accel-buffering": "no",
+    });
+  }
+
+  private write(text: string): void {
+    if (this.closed) return;
+    this.open();
+    this.reply.raw.write(text);
+  }
+
+  /** While the request waits for its first token, send `: keep-alive` every 15 s so proxies keep the connection. */
+  keepAliveUntilFirstFrame(): void {
+    if (this.keepAliveTimer || this.opened) return;
+    this.keepAliveTimer = setInterval(() => this.write(": keep-alive\n\n"), keepAliveMs);
+    this.keepAliveTimer.unref();
+  }
+
+  private stopKeepAlive(): void {
+    if (this.keepAliveTimer) clearInterval(this.keepAliveTimer);
+    this.keepAliveTimer = null;
+  }
+
+  send(chunk: unknown): void {
+    this.stopKeepAlive();
+    this.write(`data: ${JSON.stringify(chunk)}\n\n`);
+  }
+
+  /** Ends a stream normally with `data: [DONE]`. */
+  done(): void {
+    this.stopKeepAlive();
+    this.write("data: [DONE]\n\n");
+    this.end();
+  }
+
+  /** An error after the stream has begun: one error frame, then close without [DONE]. */
+  fail(err: AppError): void {
+    this.stopKeepAlive();
+    this.write(`data: ${JSON.stringify(toEnvelope(err))}\n\n`);
+    this.end();
+  }
+
+  private end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    if (this.opened && !this.reply.raw.destroyed) this.reply.raw.end();
+  }
+
+  /** Stops timers; for paths that end without any frame (the error went out as JSON). */
+  dispose(): void {
+    this.stopKeepAlive();
+  }
+}
