@@ -1,0 +1,49 @@
+import { Type, type Static } from "@sinclair/typebox";
+import { ErrorResponse } from "../../errors/error.schema.ts";
+
+/** §4.5 request. Parameters not listed here are ignored (they are metadata to us, e.g. `return_documents`). */
+export const RerankRequestBody = Type.Object(
+  {
+    model: Type.String({ description: "ID of a reranking model" }),
+    query: Type.String({ description: "The query to score against" }),
+    documents: Type.Array(Type.String(), { minItems: 1, description: "Candidate passages" }),
+    top_n: Type.Optional(
+      Type.Integer({ minimum: 1, description: "Return only the top_n highest-scoring documents. Defaults to all documents." }),
+    ),
+  },
+  { $id: "RerankRequest" },
+);
+export type RerankRequestBody = Static<typeof RerankRequestBody>;
+
+export const RerankResultItem = Type.Object({
+  /** Position of the document in the request's `documents`. */
+  index: Type.Integer(),
+  relevance_score: Type.Number(),
+});
+export type RerankResultItem = Static<typeof RerankResultItem>;
+
+/**
+ * §2.7 plus `id` and `usage` in the common Jina/vLLM rerank shape: `prompt_tokens` and `total_tokens` are the
+ * input tokens of every query/document pair (no completion tokens exist, so both are equal).
+ */
+export const RerankResponse = Type.Object(
+  {
+    id: Type.String(),
+    model: Type.String(),
+    results: Type.Array(RerankResultItem),
+    usage: Type.Object({ prompt_tokens: Type.Integer(), total_tokens: Type.Integer() }),
+  },
+  { $id: "RerankResponse" },
+);
+export type RerankResponse = Static<typeof RerankResponse>;
+
+export const rerankErrors = {
+  400: ErrorResponse,
+  401: ErrorResponse,
+  403: ErrorResponse,
+  404: ErrorResponse,
+  413: ErrorResponse,
+  429: ErrorResponse,
+  500: ErrorResponse,
+  503: ErrorResponse,
+};

@@ -1,0 +1,69 @@
+import { randomUUID } from "node:crypto";
+import type { AppContext } from "../../app-context.ts";
+import type { AuthContext } from "../../auth/auth-context.ts";
+import { assertScope } from "../../auth/scope.ts";
+import type { Engine, RerankRequest } from "../../engines/engine.ts";
+import { AppError } from "../../errors/app-error.ts";
+import type { RerankRequestBody, RerankResponse, RerankResultItem } from "./rerank.schema.ts";
+
+/**
+ * An engine that can check a rerank request's input lengths before capacity is taken (400 before 503).
+ * Engines without it check inside `rerank` instead.
+ */
+interface RerankPreparer {
+  prepareRerank(req: RerankRequest): unknown;
+}
+
+function canPrepare(engine: Engine): engine is Engine & RerankPreparer {
+  return typeof (engine as Partial<RerankPreparer>).prepareRerank === "function";
+}
+
+/** Highest score first; ties keep request order. Only the first `topN` are kept. */
+export function rankResults(scores: number[], topN: number | undefined): RerankResultItem[] {
+  const results = scores.map((relevance_score, index) => ({ index, relevance_score }));
+  results.sort((a, b) => b.relevance_score - a.relevance_score || a.index - b.index);
+  return topN === undefined ? results : results.slice(0, topN);
+}
+
+/**
+ * §4.5 POST /v1/rerank, engine-agnostic. Checks run in the decisions.md order: model (404), scope (403),
+ * capability (400), input lengths (400), capacity (503).
+ */
+export async function rerank(
+  ctx: AppContext,
+  auth: AuthContext,
+  body: RerankRequestBody,
+  signalFor: (deadlineMs: number) => AbortSignal,
+): Promise<RerankResponse> {
+  const runner = ctx.catalog.get(body.model);
+  assertScope(auth, "rerank", body.model, ctx.config.deployment);
+  ctx.catalog.requireCapability(runner, "rerank", "rerank");
+  const engine = runner.assertServable();
+  if (!engine.rerank) throw new AppError("internal_error", { message: `The model '${body.model}' has no rerank engine.` });
+  const req: RerankRequest = { query: body.query, documents: body.documents };
+  if (canPrepare(engine)) engine.prepareRerank(req);
+
+  const signal = signalFor(runner.entry.requestTimeoutMs);
+  const lease = await runner.acquire(auth.keyId, signal);
+  let result;
+  try {
+    result = await lease.engine.rerank!(req, signal);
+  } finally {
+    lease.release();
+  }
+
+  ctx.usage.record({
+    keyId: auth.keyId,
+    accountId: auth.accountId,
+    model: body.model,
+    endpoint: "rerank",
+    promptTokens: result.promptTokens,
+    completionTokens: 0,
+  });
+  return {
+    id: `rerank-${randomUUID()}`,
+    model: body.model,
+    results: rankResults(result.scores, body.top_n),
+    usage: { prompt_tokens: result.promptTokens, total_tokens: result.promptTokens },
+  };
+}

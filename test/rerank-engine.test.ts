@@ -1,0 +1,80 @@
+import assert from "node:assert/strict";
+import path from "node:path";
+import { after, before, test } from "node:test";
+import type { ModelEntry } from "../src/config/app-config.ts";
+import { LlamaRerankEngine } from "../src/engines/llama/llama-rerank-engine.ts";
+import { AppError } from "../src/errors/app-error.ts";
+
+const models = path.resolve(import.meta.dirname, "../../shared/models");
+
+function rerankEntry(overrides: Partial<ModelEntry> = {}): ModelEntry {
+  return {
+    id: "bert-rerank-tiny",
+    engine: "llama",
+    source: path.join(models, "forged/bert-rerank-tiny.gguf"),
+    path: path.join(models, "forged/bert-rerank-tiny.gguf"),
+    hubRef: null,
+    capabilities: ["rerank"],
+    contextSize: null,
+    parallel: 1,
+    threads: 1,
+    ownedBy: "modelgate",
+    load: "eager",
+    keepAliveMs: null,
+    queueSize: 16,
+    requestTimeoutMs: 60_000,
+    dtype: null,
+    defaults: {},
+    maxInputTokens: null,
+    url: null,
+    apiKey: null,
+    upstreamModel: null,
+    ...overrides,
+  };
+}
+
+const query = "What is the capital of France?";
+const documents = ["The cat sat on the mat.", "Paris is the capital of France.", "France is a country in Europe."];
+
+let engine: LlamaRerankEngine;
+before(async () => {
+  engine = new LlamaRerankEngine(rerankEntry());
+  await engine.load();
+});
+after(async () => {
+  await engine.unload();
+});
+
+test("§4.5 GGUF rerank scores each document in request order (models README values)", async () => {
+  const result = await engine.rerank({ query, documents }, new AbortController().signal);
+  assert.equal(result.scores.length, 3);
+  assert.ok(Math.abs(result.scores[0] - 0.119) < 0.01, `cat: ${result.scores[0]}`);
+  assert.ok(Math.abs(result.scores[1] - 0.845) < 0.01, `paris: ${result.scores[1]}`);
+  assert.ok(Math.abs(result.scores[2] - 0.49) < 0.01, `france: ${result.scores[2]}`);
+  assert.ok(result.promptTokens > 0);
+  assert.equal(result.promptTokens, engine.prepareRerank({ query, documents }).promptTokens);
+});
+
+test("engine capabilities come from the catalog entry", () => {
+  assert.deepEqual([...engine.capabilities], ["rerank"]);
+  assert.ok((engine.contextSize ?? 0) > 0);
+});
+
+test("§4.5 a document longer than the model's input names documents[i]", () => {
+  const limit = engine.maxInputTokens!;
+  const long = "Paris is the capital of France. ".repeat(limit);
+  assert.throws(
+    () => engine.prepareRerank({ query, documents: ["short", long] }),
+    (err: unknown) => err instanceof AppError && err.code === "invalid_parameter" && err.param === "documents[1]",
+  );
+  assert.throws(
+    () => engine.prepareRerank({ query: long, documents: ["short"] }),
+    (err: unknown) => err instanceof AppError && err.code === "invalid_parameter" && err.param === "query",
+  );
+});
+
+test("an aborted signal stops rerank", async () => {
+  const controller = new AbortController();
+  controller.abort(new Error("gone"));
+  await assert.rejects(engine.rerank({ query, documents }, controller.signal), /gone/);
+});
