@@ -1,0 +1,64 @@
+import { loadConfig, ConfigError } from "../config/load-config.ts";
+import { takeGlobalFlags } from "./args.ts";
+import { CliError, type CliContext, type Command } from "./command.ts";
+
+/** Subcommands load lazily, so `modelgate keys list` never imports llama.cpp or onnxruntime. */
+const commands: Record<string, () => Promise<Command>> = {
+  serve: async () => (await import("./serve.ts")).serveCommand,
+  keys: async () => (await import("./keys.ts")).keysCommand,
+  accounts: async () => (await import("./accounts.ts")).accountsCommand,
+  usage: async () => (await import("./usage.ts")).usageCommand,
+  models: async () => (await import("./models.ts")).modelsCommand,
+  pull: async () => (await import("./pull.ts")).pullCommand,
+};
+
+const usage = `usage: modelgate <command> [options]
+
+commands:
+  serve [--host H] [--port P] [--pull]   start the HTTPS API
+  accounts create|update|list ...        manage accounts
+  keys create|list|rotate|revoke ...     manage API keys
+  usage [--account A]                    show recorded usage
+  models list                            show configured models and their local state
+  pull [<ref>] [--dtype D]               download models from the Hugging Face hub
+
+global options:
+  --config FILE     YAML or JSON config (default: built-in defaults)
+  --data-dir DIR    data directory (wins over the config's dataDir; default ./data)
+  --json            machine-readable output`;
+
+function errorCode(err: unknown): string {
+  if (err instanceof CliError) return err.code;
+  if (err instanceof ConfigError) return "invalid_config";
+  return "error";
+}
+
+/** Runs the CLI and returns the exit code. */
+export async function main(argv: string[]): Promise<number> {
+  let json = argv.includes("--json");
+  const out = (text: string) => process.stdout.write(`${text}\n`);
+  const err = (text: string) => process.stderr.write(`${text}\n`);
+  try {
+    const flags = takeGlobalFlags(argv);
+    json = flags.json;
+    const [name, ...args] = flags.rest;
+    if (!name || flags.help) {
+      out(usage);
+      return name || flags.help ? 0 : 2;
+    }
+    const load = commands[name];
+    if (!load) throw new CliError("unknown_command", `unknown command "${name}"\n\n${usage}`);
+    const config = loadConfig(flags.config, { dataDir: flags.dataDir ?? undefined });
+    const ctx: CliContext = { config, json, out, err, isTTY: Boolean(process.stderr.isTTY) };
+    const command = await load();
+    const result = await command.run(args, ctx);
+    if (json) out(JSON.stringify(result.json));
+    else if (result.text) out(result.text);
+    return 0;
+  } catch (error) {
+    const message = (error as Error).message;
+    if (json) out(JSON.stringify({ error: { code: errorCode(error), message } }));
+    else err(`modelgate: ${message}`);
+    return 1;
+  }
+}

@@ -1,0 +1,74 @@
+import pino from "pino";
+import { buildServer } from "../server.ts";
+import { loadConfig } from "../config/load-config.ts";
+import { parseOptions } from "./args.ts";
+import type { CliContext, Command, CommandResult } from "./command.ts";
+import type { AppConfig } from "../config/app-config.ts";
+
+function urlHost(host: string): string {
+  return host.includes(":") ? `[${host}]` : host;
+}
+
+function describeModels(config: AppConfig, stats: { id: string; state: string; error: string | null }[]): string[] {
+  return stats.map((s) => {
+    const entry = config.models.find((m) => m.id === s.id)!;
+    if (s.state === "missing") return `model ${s.id}: missing (${entry.path}); run: modelgate pull ${entry.hubRef ?? entry.source}`;
+    if (s.state === "failed") return `model ${s.id}: failed to load: ${s.error}`;
+    return `model ${s.id}: ${s.state}`;
+  });
+}
+
+/** `modelgate serve`: binds HTTPS, loads eager models, prints `listening https://H:P`, runs until SIGTERM. */
+export const serveCommand: Command = {
+  name: "serve",
+  summary: "start the HTTPS API",
+  async run(args: string[], cli: CliContext): Promise<CommandResult> {
+    const { options } = parseOptions(args, { host: "string", port: "string", pull: "boolean" });
+    const overrides = {
+      dataDir: cli.config.dataDir,
+      host: options.host as string | undefined,
+      port: options.port === undefined ? undefined : Number(options.port),
+    };
+    const config = { ...cli.config, server: { ...cli.config.server, host: overrides.host ?? cli.config.server.host, port: overrides.port ?? cli.config.server.port } };
+    // Logs go to stderr so stdout carries only the lines a person or script waits for.
+    const server = await buildServer(config, { logger: { stream: pino.destination(2) } });
+    const log = (text: string) => (cli.json ? undefined : cli.out(text));
+
+    if (server.tls.generated) log(`generated a self-signed certificate: ${server.tls.certPath}`);
+    log(`tls certificate ${server.tls.certPath} sha256 ${server.tls.fingerprint}`);
+    log(`trust it with: NODE_EXTRA_CA_CERTS=${server.tls.certPath}`);
+    const port = await server.listen();
+    if (options.pull || config.pull === "auto") {
+      const { pullMissingModels } = await import("../catalog/pull/pull-missing.ts");
+      await pullMissingModels(config, (line) => cli.err(line));
+      for (const runner of server.ctx.catalog.list()) if (runner.state === "missing" && runner.filesPresent()) runner.state = "unloaded";
+    }
+    await server.ctx.catalog.loadEager();
+    const stats = server.ctx.catalog.stats();
+    for (const line of describeModels(config, stats)) log(line);
+    const url = `https://${urlHost(config.server.host)}:${port}`;
+    if (cli.json) cli.out(JSON.stringify({ listening: url, cert: server.tls.certPath, fingerprint: server.tls.fingerprint, models: stats }));
+    else cli.out(`listening ${url}`);
+
+    await new Promise<void>((resolve) => {
+      const stop = (signal: string) => {
+        server.app.log.info({ signal }, "shutting down");
+        void server.close().then(resolve);
+      };
+      process.once("SIGTERM", () => stop("SIGTERM"));
+      process.once("SIGINT", () => stop("SIGINT"));
+      process.on("SIGHUP", () => {
+        if (!config.configFile) return;
+        try {
+          const next = loadConfig(config.configFile, overrides);
+          const catalog = server.ctx.catalog as unknown as { reload?: (entries: AppConfig["models"]) => Promise<void> };
+          if (catalog.reload) void catalog.reload(next.models);
+          server.app.log.info("configuration reloaded");
+        } catch (err) {
+          server.app.log.error({ err }, "configuration reload failed; keeping the running configuration");
+        }
+      });
+    });
+    return { json: { stopped: true }, text: "" };
+  },
+};

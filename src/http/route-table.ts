@@ -1,0 +1,29 @@
+import type { FastifySchema } from "fastify";
+
+export interface RouteRecord {
+  method: string;
+  url: string;
+  schema?: FastifySchema;
+  pattern: RegExp;
+}
+
+/** Every route the app declares: used to answer 405 on a known path and to build the OpenAPI document. */
+export class RouteTable {
+  readonly routes: RouteRecord[] = [];
+
+  add(method: string | string[], url: string, schema?: FastifySchema): void {
+    const source = url
+      .split("/")
+      .map((part) => (part === "*" ? ".*" : part.startsWith(":") ? "[^/]+" : part.replace(/[.+?^${}()|[\]\\]/g, "\\$&")))
+      .join("/");
+    for (const m of Array.isArray(method) ? method : [method]) {
+      if (m === "HEAD") continue;
+      this.routes.push({ method: m, url, schema, pattern: new RegExp(`^${source}$`) });
+    }
+  }
+
+  /** The methods declared for a path, e.g. ["GET"] for /v1/models. */
+  methodsFor(path: string): string[] {
+    return [...new Set(this.routes.filter((r) => r.pattern.test(path)).map((r) => r.method))];
+  }
+}

@@ -1,0 +1,35 @@
+import fp from "fastify-plugin";
+import { AppError } from "../errors/app-error.ts";
+import { anyCidrContains, normalizeIp, parseCidr } from "../http/cidr.ts";
+
+/**
+ * Works out the client's address. Only peers inside `trustProxy` may set X-Forwarded-For/-Proto; a trusted proxy
+ * that forwarded a plain-HTTP request gets a 400, since the API is HTTPS-only.
+ */
+export const proxyPlugin = fp(
+  async (app, opts: { trustProxy: string[] }) => {
+    const trusted = opts.trustProxy.map(parseCidr);
+    app.decorateRequest("clientIp", "");
+    app.addHook("onRequest", async (request) => {
+      const peer = normalizeIp(request.socket.remoteAddress ?? "");
+      request.clientIp = peer;
+      if (trusted.length === 0 || !anyCidrContains(trusted, peer)) return;
+      const forwardedFor = request.headers["x-forwarded-for"];
+      if (typeof forwardedFor === "string" && forwardedFor.trim()) {
+        // Walk from the nearest hop back; the first address not itself a trusted proxy is the client.
+        const hops = forwardedFor.split(",").map((h) => normalizeIp(h.trim())).filter(Boolean);
+        let client = peer;
+        for (let i = hops.length - 1; i >= 0; i--) {
+          client = hops[i];
+          if (!anyCidrContains(trusted, client)) break;
+        }
+        request.clientIp = client;
+      }
+      const proto = request.headers["x-forwarded-proto"];
+      if (typeof proto === "string" && proto.split(",")[0].trim().toLowerCase() !== "https") {
+        throw new AppError("invalid_parameter", { message: "This API is served over HTTPS only; the request reached the proxy over plain HTTP." });
+      }
+    });
+  },
+  { name: "proxy" },
+);

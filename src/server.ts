@@ -1,0 +1,110 @@
+import Fastify, { type FastifyInstance } from "fastify";
+import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
+import type { AppConfig } from "./config/app-config.ts";
+import type { AppContext } from "./app-context.ts";
+import { ModelCatalog, type EngineFactory } from "./catalog/model-catalog.ts";
+import { createEngine } from "./engines/registry.ts";
+import { loadOrCreateTls, type TlsMaterial } from "./http/tls.ts";
+import { RouteTable } from "./http/route-table.ts";
+import { requestIdFor, requestIdPlugin } from "./plugins/request-id.ts";
+import { proxyPlugin } from "./plugins/proxy.ts";
+import { errorHandlerPlugin } from "./plugins/error-handler.ts";
+import { authPlugin } from "./plugins/auth.ts";
+import { rateLimitPlugin } from "./plugins/rate-limit.ts";
+import { bodyLimitPlugin } from "./plugins/body-limit.ts";
+import { openStore } from "./store/store.ts";
+import { UsageRecorder } from "./store/usage-recorder.ts";
+import { featureRoutes } from "./features/index.ts";
+import "./http/fastify-types.ts";
+
+declare module "fastify" {
+  interface FastifyInstance {
+    routeTable: RouteTable;
+  }
+}
+
+export interface ServerOptions {
+  /** Overrides engine construction (tests of the scheduler may pass a slow-loading factory). */
+  createEngine?: EngineFactory;
+  /** A pino destination or `false` to silence logs. */
+  logger?: boolean | Record<string, unknown>;
+}
+
+export interface Server {
+  app: FastifyInstance;
+  ctx: AppContext;
+  tls: TlsMaterial;
+  /** Binds and resolves with the bound port. */
+  listen(): Promise<number>;
+  /** Stops accepting, drains in-flight requests up to the shutdown timeout, then releases everything. */
+  close(): Promise<void>;
+}
+
+/** Builds the Fastify app from config: plugins in the decisions.md check order, then every feature's routes. */
+export async function buildServer(config: AppConfig, options: ServerOptions = {}): Promise<Server> {
+  const tls = await loadOrCreateTls(config.server.tls, config.dataDir);
+  const app = Fastify({
+    https: { cert: tls.cert, key: tls.key },
+    logger:
+      options.logger === false
+        ? false
+        : {
+            level: config.logLevel,
+            redact: { paths: ["req.headers.authorization", "req.headers[\"x-admin-token\"]"], censor: "[redacted]" },
+            ...(typeof options.logger === "object" ? options.logger : {}),
+          },
+    genReqId: requestIdFor,
+    bodyLimit: 2 ** 32,
+    forceCloseConnections: "idle",
+    return503OnClosing: false,
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: true, allErrors: false } },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  const closers: (() => Promise<void> | void)[] = [];
+  const store = await openStore(config, app.log);
+  closers.push(() => store.close());
+  const usage = new UsageRecorder(store, app.log);
+  closers.push(() => usage.flush());
+  const catalog = new ModelCatalog(config.models, options.createEngine ?? createEngine, app.log);
+  closers.push(() => catalog.unloadAll());
+  const ctx: AppContext = { config, catalog, usage, onClose: (fn) => closers.push(fn) };
+  app.decorate("ctx", ctx);
+
+  const routeTable = new RouteTable();
+  app.decorate("routeTable", routeTable);
+  app.addHook("onRoute", (route) => routeTable.add(route.method, route.url, route.schema));
+
+  await app.register(requestIdPlugin);
+  await app.register(proxyPlugin, { trustProxy: config.server.trustProxy });
+  await app.register(authPlugin, { store });
+  await app.register(rateLimitPlugin, { redisUrl: config.redisUrl });
+  await app.register(bodyLimitPlugin);
+  // After the hooks above, so the 404/405 handler runs them too (auth and limits come before 404).
+  await app.register(errorHandlerPlugin);
+  for (const routes of featureRoutes) await app.register(routes);
+
+  let closing: Promise<void> | null = null;
+  return {
+    app,
+    ctx,
+    tls,
+    async listen() {
+      await app.listen({ host: config.server.host, port: config.server.port });
+      const address = app.server.address();
+      return typeof address === "object" && address ? address.port : config.server.port;
+    },
+    close() {
+      closing ??= (async () => {
+        const timer = setTimeout(() => {
+          app.log.warn("shutdown timeout reached; closing remaining connections");
+          app.server.closeAllConnections();
+        }, config.server.shutdownTimeoutMs);
+        timer.unref();
+        await app.close();
+        clearTimeout(timer);
+        for (const close of closers.reverse()) await close();
+      })();
+      return closing;
+    },
+  };
+}
