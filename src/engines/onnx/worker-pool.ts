@@ -1,0 +1,335 @@
+import { Worker } from "node:worker_threads";
+import { AppError } from "../../errors/app-error.ts";
+import { errorCatalog, type ErrorCode } from "../../errors/catalog.ts";
+import type { FromWorker, SerializedError, ToWorker, WorkerData } from "./worker-protocol.ts";
+
+export interface WorkerPoolOptions {
+  size: number;
+  /** Absolute file path of a .ts (or .js) module exporting `init(initArg)` and async task functions. */
+  taskModule: string;
+  /** Structured-cloneable argument of the task module's `init`. */
+  init: unknown;
+}
+
+export interface CallOptions {
+  signal?: AbortSignal;
+  transfer?: Transferable[];
+  /** Receives what the task emits (TaskContext.emit) before it returns. */
+  onEvent?: (value: unknown) => void;
+}
+
+/** An error a task threw that is not an AppError; `code` is the worker-side error's code if it had one. */
+export class WorkerTaskError extends Error {
+  readonly code: string | undefined;
+  constructor(error: SerializedError) {
+    super(error.message);
+    this.name = error.name === "Error" ? "WorkerTaskError" : error.name;
+    this.code = error.code;
+    if (error.stack) this.stack = `${this.name}: ${error.message}\n    (in ONNX worker)\n${error.stack.split("\n").slice(1).join("\n")}`;
+  }
+}
+
+/** The worker died (crash, OOM, process.exit) with the call in flight. */
+export class WorkerCrashedError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "WorkerCrashedError";
+  }
+}
+
+interface Pending {
+  resolve(value: unknown): void;
+  reject(err: unknown): void;
+  onEvent?: (value: unknown) => void;
+  /** The caller gave up (abort); the worker may still be computing, so it still counts as busy. */
+  abandoned: boolean;
+  cleanup(): void;
+}
+
+interface Slot {
+  index: number;
+  worker: Worker | null;
+  ready: Promise<void> | null;
+  inflight: Map<number, Pending>;
+  /** Calls that picked this slot and wait for its worker to be ready. */
+  reserved: number;
+  lastError: Error | null;
+}
+
+/** Rebuilds an error thrown in a worker: AppError-like errors become AppError again, so they reach the client as 4xx. */
+export function reviveError(error: SerializedError): Error {
+  if (error.code !== undefined && error.code in errorCatalog) {
+    return new AppError(error.code as ErrorCode, { param: error.param ?? null, message: error.message });
+  }
+  return new WorkerTaskError(error);
+}
+
+/**
+ * Node flags passed on to workers. Workers load .ts through worker-bootstrap.mjs, which registers tsx itself
+ * (on Node 20, `--import tsx` in a worker's execArgv does not install the hooks), so tsx flags are dropped to
+ * avoid registering it twice. Only loader-ish flags pass: workers refuse process-wide ones, and test-runner
+ * flags must not reach them.
+ */
+export function workerExecArgv(parent: readonly string[] = process.execArgv): string[] {
+  const withValue = new Set(["--import", "--require", "-r", "--loader", "--experimental-loader", "--conditions", "-C"]);
+  const bare = (a: string) => a === "--enable-source-maps" || a === "--no-warnings" || a.startsWith("--experimental-") || a.startsWith("--no-experimental-");
+  const isTsx = (value: string) => value === "tsx" || value.startsWith("tsx/") || /[\\/]tsx[\\/]/.test(value);
+  const out: string[] = [];
+  for (let i = 0; i < parent.length; i++) {
+    const arg = parent[i];
+    const name = arg.split("=", 1)[0];
+    if (withValue.has(name)) {
+      const value = arg.includes("=") ? arg.slice(name.length + 1) : parent[++i];
+      if (value !== undefined && !isTsx(value)) out.push(name, value);
+    } else if (bare(name)) {
+      out.push(arg);
+    }
+  }
+  return out;
+}
+
+/**
+ * A fixed set of worker threads running one task module. ONNX inference blocks its thread, so it runs here,
+ * off the event loop. Calls go to the least busy worker; an aborted call rejects at once (the worker is told
+ * to stop, and its late answer is dropped); a crashed worker rejects its calls and is replaced.
+ */
+export class WorkerPool {
+  private readonly slots: Slot[];
+  private nextId = 1;
+  private closed = false;
+  private readonly execArgv = workerExecArgv();
+
+  constructor(private readonly opts: WorkerPoolOptions) {
+    if (!Number.isInteger(opts.size) || opts.size < 1) throw new Error("WorkerPool size must be a positive integer");
+    this.slots = Array.from({ length: opts.size }, (_, index) => ({ index, worker: null, ready: null, inflight: new Map(), reserved: 0, lastError: null }));
+  }
+
+  get size(): number {
+    return this.slots.length;
+  }
+
+  /** Starts every worker; resolves when each has run `init`, rejects with the first init error. */
+  async start(): Promise<void> {
+    if (this.closed) throw new Error("WorkerPool is closed");
+    // transformers.js loads sharp in every worker; sharp must be loaded on the main thread first (sharp#2263).
+    await import("sharp");
+    try {
+      await Promise.all(this.slots.map((slot) => this.spawn(slot)));
+    } catch (err) {
+      await this.close();
+      throw err;
+    }
+  }
+
+  /** Runs `method(args)` in a worker and resolves with what it returns. */
+  async call<T>(method: string, args: unknown, opts: CallOptions = {}): Promise<T> {
+    const { signal } = opts;
+    if (this.closed) throw new Error("WorkerPool is closed");
+    signal?.throwIfAborted();
+    const slot = this.leastBusy();
+    // Counted as busy from now on, so calls made while this one waits for its worker go elsewhere.
+    slot.reserved++;
+    let worker: Worker;
+    try {
+      worker = await this.spawn(slot);
+      signal?.throwIfAborted();
+    } finally {
+      slot.reserved--;
+    }
+    const id = this.nextId++;
+    return new Promise<T>((resolve, reject) => {
+      const onAbort = () => {
+        const pending = slot.inflight.get(id);
+        if (!pending || pending.abandoned) return;
+        pending.abandoned = true;
+        pending.onEvent = undefined;
+        worker.postMessage({ type: "abort", id } satisfies ToWorker);
+        reject(signal!.reason);
+      };
+      const pending: Pending = {
+        resolve: resolve as (v: unknown) => void,
+        reject,
+        onEvent: opts.onEvent,
+        abandoned: false,
+        cleanup: () => signal?.removeEventListener("abort", onAbort),
+      };
+      slot.inflight.set(id, pending);
+      this.refresh(slot);
+      signal?.addEventListener("abort", onAbort, { once: true });
+      try {
+        worker.postMessage({ type: "call", id, method, args } satisfies ToWorker, opts.transfer as never);
+      } catch (err) {
+        slot.inflight.delete(id);
+        pending.cleanup();
+        this.refresh(slot);
+        reject(err);
+      }
+    });
+  }
+
+  /** Runs a task that emits pieces (TaskContext.emit) and yields them as they come; the return value is dropped. */
+  async *stream<E>(method: string, args: unknown, opts: { signal?: AbortSignal; transfer?: Transferable[] } = {}): AsyncGenerator<E> {
+    const queue: E[] = [];
+    let wake: (() => void) | null = null;
+    let finished = false;
+    let failure: unknown = null;
+    const inner = new AbortController();
+    const onOuterAbort = () => inner.abort(opts.signal!.reason);
+    if (opts.signal?.aborted) inner.abort(opts.signal.reason);
+    opts.signal?.addEventListener("abort", onOuterAbort, { once: true });
+    const done = this.call<unknown>(method, args, {
+      signal: inner.signal,
+      transfer: opts.transfer,
+      onEvent: (value) => {
+        queue.push(value as E);
+        wake?.();
+      },
+    }).then(
+      () => {
+        finished = true;
+        wake?.();
+      },
+      (err) => {
+        failure = err ?? new Error("worker call failed");
+        finished = true;
+        wake?.();
+      },
+    );
+    try {
+      while (true) {
+        if (queue.length > 0) {
+          yield queue.shift()!;
+          continue;
+        }
+        if (finished) break;
+        await new Promise<void>((resolve) => (wake = resolve));
+        wake = null;
+      }
+      await done;
+      if (failure) throw failure;
+    } finally {
+      opts.signal?.removeEventListener("abort", onOuterAbort);
+      // The consumer stopped early (break/return/throw): stop the worker-side task too.
+      if (!finished) inner.abort(new Error("stream consumer stopped"));
+      void done;
+    }
+  }
+
+  /** Terminates every worker; calls still in flight reject. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all(
+      this.slots.map(async (slot) => {
+        const worker = slot.worker;
+        slot.worker = null;
+        slot.ready = null;
+        this.failInflight(slot, new Error("WorkerPool closed"));
+        if (worker) await worker.terminate();
+      }),
+    );
+  }
+
+  /** In-flight calls per worker (abandoned ones included), for tests and stats. */
+  load(): number[] {
+    return this.slots.map((s) => s.inflight.size);
+  }
+
+  private leastBusy(): Slot {
+    let best = this.slots[0];
+    for (const slot of this.slots) {
+      // Prefer a live worker over one that has to be (re)spawned when load is equal.
+      const score = (slot.inflight.size + slot.reserved) * 2 + (slot.worker ? 0 : 1);
+      const bestScore = (best.inflight.size + best.reserved) * 2 + (best.worker ? 0 : 1);
+      if (score < bestScore) best = slot;
+    }
+    return best;
+  }
+
+  /** Returns the slot's worker once ready, spawning it if needed. */
+  private async spawn(slot: Slot): Promise<Worker> {
+    if (this.closed) throw new Error("WorkerPool is closed");
+    if (!slot.ready) {
+      const data: WorkerData = { taskModule: this.opts.taskModule, init: this.opts.init };
+      const worker = new Worker(new URL("./worker-bootstrap.mjs", import.meta.url), {
+        execArgv: this.execArgv,
+        workerData: data,
+        name: `onnx-worker-${slot.index}`,
+      });
+      slot.worker = worker;
+      slot.ready = new Promise<void>((resolve, reject) => {
+        let isReady = false;
+        worker.on("message", (msg: FromWorker) => {
+          if (msg.type === "ready") {
+            isReady = true;
+            slot.lastError = null;
+            this.refresh(slot);
+            resolve();
+          } else if (msg.type === "init-error") {
+            const err = reviveError(msg.error);
+            slot.lastError = err;
+            reject(err);
+            void worker.terminate();
+          } else {
+            this.onMessage(slot, msg);
+          }
+        });
+        worker.on("error", (err) => {
+          slot.lastError = err;
+          if (!isReady) reject(err);
+        });
+        worker.on("exit", (code) => {
+          if (slot.worker !== worker) return;
+          slot.worker = null;
+          slot.ready = null;
+          const cause = slot.lastError ? `: ${slot.lastError.message}` : "";
+          if (!isReady) reject(slot.lastError ?? new WorkerCrashedError(`ONNX worker exited during init (code ${code})`));
+          this.failInflight(slot, new WorkerCrashedError(`ONNX worker exited unexpectedly (code ${code})${cause}`));
+          // Replace a worker that died while serving, so capacity comes back before the next call needs it.
+          if (isReady && !this.closed) this.spawn(slot).catch(() => {});
+        });
+      });
+      // A failed start is reported to whoever awaits; the slot is retried on the next call.
+      slot.ready.catch(() => {
+        if (slot.worker === worker) {
+          slot.worker = null;
+          slot.ready = null;
+        }
+      });
+    }
+    await slot.ready;
+    if (!slot.worker) throw slot.lastError ?? new WorkerCrashedError("ONNX worker is not running");
+    return slot.worker;
+  }
+
+  private onMessage(slot: Slot, msg: FromWorker): void {
+    if (msg.type !== "result" && msg.type !== "error" && msg.type !== "event") return;
+    const pending = slot.inflight.get(msg.id);
+    if (!pending) return;
+    if (msg.type === "event") {
+      pending.onEvent?.(msg.value);
+      return;
+    }
+    slot.inflight.delete(msg.id);
+    pending.cleanup();
+    this.refresh(slot);
+    if (pending.abandoned) return;
+    if (msg.type === "result") pending.resolve(msg.value);
+    else pending.reject(reviveError(msg.error));
+  }
+
+  private failInflight(slot: Slot, err: Error): void {
+    const pending = [...slot.inflight.values()];
+    slot.inflight.clear();
+    for (const p of pending) {
+      p.cleanup();
+      if (!p.abandoned) p.reject(err);
+    }
+  }
+
+  /** An idle worker must not keep the process alive; a busy one must. */
+  private refresh(slot: Slot): void {
+    if (!slot.worker) return;
+    if (slot.inflight.size > 0) slot.worker.ref();
+    else slot.worker.unref();
+  }
+}
