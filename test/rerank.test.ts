@@ -1,0 +1,146 @@
+import assert from "node:assert/strict";
+import path from "node:path";
+import { after, before, test } from "node:test";
+import { silentLogger } from "./helpers/keys.ts";
+import { modelsDir, startServer, type TestServer } from "./helpers/server.ts";
+import { openStore } from "../src/store/store.ts";
+
+const query = "What is the capital of France?";
+const documents = ["The cat sat on the mat.", "Paris is the capital of France.", "France is a country in Europe."];
+
+let srv: TestServer;
+let key: string;
+
+before(async () => {
+  srv = await startServer({
+    deployment: "shared",
+    plans: {
+      norerank: { endpoints: ["models", "chat", "embeddings"] },
+      dedicated: { endpoints: ["models", "chat"] },
+    },
+    models: [
+      { id: "bert-rerank", engine: "llama", source: path.join(modelsDir, "forged/bert-rerank-tiny.gguf"), capabilities: ["rerank"], threads: 1 },
+      { id: "stories", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"], contextSize: 128, threads: 1, load: "lazy" },
+    ],
+  });
+  key = (await srv.createKey()).key;
+});
+
+after(async () => {
+  await srv?.close();
+});
+
+interface ErrorBody {
+  error: { message: string; type: string; code: string; param: string | null };
+}
+interface RerankBody {
+  id: string;
+  model: string;
+  results: { index: number; relevance_score: number }[];
+  usage: { prompt_tokens: number; total_tokens: number };
+}
+
+function rerank(body: unknown, apiKey = key): Promise<Response> {
+  return srv.fetch(`${srv.baseURL}/rerank`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+}
+
+async function expectError(res: Response, status: number, code: string, param: string | null): Promise<ErrorBody> {
+  const body = (await res.json()) as ErrorBody;
+  assert.equal(res.status, status, JSON.stringify(body));
+  assert.equal(body.error.code, code);
+  assert.equal(body.error.param, param);
+  return body;
+}
+
+test("§4.5 §2.7 results are ordered by relevance with indices into the request's documents", async () => {
+  const res = await rerank({ model: "bert-rerank", query, documents });
+  assert.equal(res.status, 200);
+  assert.ok(res.headers.get("x-request-id"));
+  const body = (await res.json()) as RerankBody;
+  assert.equal(body.model, "bert-rerank");
+  assert.deepEqual(
+    body.results.map((r) => r.index),
+    [1, 2, 0],
+  );
+  const expected = [0.845, 0.49, 0.119];
+  body.results.forEach((r, i) => assert.ok(Math.abs(r.relevance_score - expected[i]) < 0.01, `${r.index}: ${r.relevance_score}`));
+  assert.match(body.id, /^rerank-/);
+  assert.ok(body.usage.prompt_tokens > 0);
+  assert.equal(body.usage.total_tokens, body.usage.prompt_tokens);
+});
+
+test("§4.5 top_n returns only the highest-scoring documents, indices mapped back", async () => {
+  const docs = ["France is a country in Europe.", "The cat sat on the mat.", "A dog.", "Paris is the capital of France."];
+  const body = (await (await rerank({ model: "bert-rerank", query, documents: docs, top_n: 2 })).json()) as RerankBody;
+  assert.deepEqual(
+    body.results.map((r) => r.index),
+    [3, 0],
+  );
+  const all = (await (await rerank({ model: "bert-rerank", query, documents: docs, top_n: 10 })).json()) as RerankBody;
+  assert.equal(all.results.length, 4);
+});
+
+test("§4.5 unlisted parameters are ignored", async () => {
+  const res = await rerank({ model: "bert-rerank", query, documents, return_documents: false, user: "x" });
+  assert.equal(res.status, 200);
+});
+
+test("§4.5 empty documents is 400 invalid_parameter param documents", async () => {
+  await expectError(await rerank({ model: "bert-rerank", query, documents: [] }), 400, "invalid_parameter", "documents");
+});
+
+test("§4.5 a non-string document is 400 invalid_parameter naming it", async () => {
+  await expectError(await rerank({ model: "bert-rerank", query, documents: ["a", "b", 3] }), 400, "invalid_parameter", "documents[2]");
+});
+
+test("§4.5 top_n below 1 is 400 invalid_parameter param top_n", async () => {
+  await expectError(await rerank({ model: "bert-rerank", query, documents, top_n: 0 }), 400, "invalid_parameter", "top_n");
+  await expectError(await rerank({ model: "bert-rerank", query, documents, top_n: 1.5 }), 400, "invalid_parameter", "top_n");
+});
+
+test("§4.5 a document too long for the model is 400 invalid_parameter naming it", async () => {
+  const long = "Paris is the capital of France. ".repeat(600);
+  const body = await expectError(await rerank({ model: "bert-rerank", query, documents: ["short", long] }), 400, "invalid_parameter", "documents[1]");
+  assert.equal(body.error.type, "invalid_request_error");
+  await expectError(await rerank({ model: "bert-rerank", query: long, documents: ["short"] }), 400, "invalid_parameter", "query");
+});
+
+test("§7 an unknown model is 404 model_not_found param model", async () => {
+  await expectError(await rerank({ model: "no-such-model", query, documents }), 404, "model_not_found", "model");
+});
+
+test("§4.5 §7 a key whose plan excludes rerank is 403 model_not_in_plan param model", async () => {
+  const limited = (await srv.createKey({ plan: "norerank" })).key;
+  const body = await expectError(await rerank({ model: "bert-rerank", query, documents }, limited), 403, "model_not_in_plan", "model");
+  assert.equal(body.error.type, "permission_error");
+});
+
+test("decisions.md: a key bound to this dedicated node may rerank whatever its plan", async () => {
+  const dedicated = (await srv.createKey({ plan: "dedicated", deployment: "shared" })).key;
+  const res = await rerank({ model: "bert-rerank", query, documents }, dedicated);
+  assert.equal(res.status, 200, await res.clone().text());
+});
+
+test("§4.2 rule 6 a model without rerank capability is 400 invalid_parameter param model", async () => {
+  await expectError(await rerank({ model: "stories", query, documents }), 400, "invalid_parameter", "model");
+});
+
+test("usage is recorded per key and model under the rerank endpoint", async () => {
+  const { key: usageKey, id, accountId } = await srv.createKey();
+  const body = (await (await rerank({ model: "bert-rerank", query, documents }, usageKey)).json()) as RerankBody;
+  await srv.server.ctx.usage.flush();
+  const store = await openStore(srv.config, silentLogger());
+  try {
+    const rows = (await store.usage.summary(accountId)).filter((r) => r.keyId === id);
+    assert.deepEqual(
+      rows.map((r) => [r.model, r.endpoint, r.requests, r.promptTokens, r.completionTokens]),
+      [["bert-rerank", "rerank", 1, body.usage.prompt_tokens, 0]],
+    );
+  } finally {
+    await store.close();
+  }
+});
