@@ -1,0 +1,256 @@
+import { allEndpoints, type Endpoint } from "../config/config.schema.ts";
+import type { AppConfig } from "../config/app-config.ts";
+import type { Account } from "../store/accounts.repo.ts";
+import type { ApiKeyRecord } from "../store/keys.repo.ts";
+import type { Store } from "../store/store.ts";
+import { parseCidr } from "./ip-allowlist.ts";
+import { displayPrefix, generateKey, newId } from "./key-format.ts";
+import { hashKey } from "./key-secret.ts";
+
+/**
+ * Account and key operations shared by the CLI, the admin API and test helpers. Input problems throw
+ * LifecycleError; the CLI turns it into a CliError, the admin API into a 400/404 envelope.
+ */
+export class LifecycleError extends Error {
+  constructor(
+    readonly code: "invalid_parameter" | "not_found",
+    readonly param: string | null,
+    message: string,
+  ) {
+    super(message);
+    this.name = "LifecycleError";
+  }
+}
+
+export interface AccountView {
+  id: string;
+  name: string;
+  plan: string;
+  allowIps: string[];
+  contacts: string[];
+  createdAt: string;
+}
+
+export interface KeyView {
+  id: string;
+  prefix: string;
+  account: string;
+  accountName: string;
+  name: string | null;
+  models: string[] | null;
+  endpoints: Endpoint[] | null;
+  deployment: string | null;
+  createdAt: string;
+  lastUsedAt: string | null;
+  revokedAt: string | null;
+}
+
+/** The create/rotate answer; `key` is the only time the value is ever shown. */
+export interface CreatedKey {
+  id: string;
+  key: string;
+  prefix: string;
+  account: string;
+  accountName: string;
+  name: string | null;
+  models: string[] | null;
+  endpoints: Endpoint[] | null;
+  deployment: string | null;
+  createdAt: string;
+}
+
+export interface AccountInput {
+  name?: string;
+  plan?: string;
+  allowIps?: string[];
+  contacts?: string[];
+}
+
+export interface KeyInput {
+  account: string;
+  name?: string | null;
+  models?: string[] | null;
+  endpoints?: string[] | null;
+  deployment?: string | null;
+}
+
+const namePattern = /^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/;
+const emailPattern = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+const deploymentPattern = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+function now(): string {
+  return new Date().toISOString();
+}
+
+export function accountView(a: Account): AccountView {
+  return { id: a.id, name: a.name, plan: a.plan, allowIps: a.allowIps, contacts: a.contacts, createdAt: a.createdAt };
+}
+
+function keyView(k: ApiKeyRecord, account: Account): KeyView {
+  return {
+    id: k.id,
+    prefix: k.prefix,
+    account: k.accountId,
+    accountName: account.name,
+    name: k.name,
+    models: k.models,
+    endpoints: k.endpoints,
+    deployment: k.deployment,
+    createdAt: k.createdAt,
+    lastUsedAt: k.lastUsedAt,
+    revokedAt: k.revokedAt,
+  };
+}
+
+function checkPlan(config: AppConfig, plan: string): void {
+  if (!config.plans[plan]) {
+    throw new LifecycleError("invalid_parameter", "plan", `unknown plan "${plan}" (configured: ${Object.keys(config.plans).join(", ")})`);
+  }
+}
+
+function checkAllowIps(config: AppConfig, plan: string, allowIps: string[]): string[] {
+  const cleaned = allowIps.map((c) => c.trim()).filter(Boolean);
+  for (const c of cleaned) {
+    if (!parseCidr(c)) throw new LifecycleError("invalid_parameter", "allowIps", `invalid CIDR "${c}" (e.g. 203.0.113.0/24, 2001:db8::/32)`);
+  }
+  if (cleaned.length > 0 && !config.plans[plan]?.ipAllowlist) {
+    throw new LifecycleError("invalid_parameter", "allowIps", `plan "${plan}" does not include IP allowlisting (set ipAllowlist: true on the plan)`);
+  }
+  return cleaned;
+}
+
+function checkContacts(contacts: string[]): string[] {
+  const cleaned = contacts.map((c) => c.trim()).filter(Boolean);
+  for (const c of cleaned) {
+    if (!emailPattern.test(c)) throw new LifecycleError("invalid_parameter", "contacts", `invalid contact address "${c}"`);
+  }
+  return cleaned;
+}
+
+export async function findAccount(store: Store, idOrName: string): Promise<Account> {
+  const account = await store.accounts.find(idOrName);
+  if (!account) throw new LifecycleError("not_found", "account", `no account "${idOrName}"`);
+  return account;
+}
+
+export async function createAccount(store: Store, config: AppConfig, input: AccountInput): Promise<AccountView> {
+  const name = input.name?.trim() ?? "";
+  if (!namePattern.test(name) || name.startsWith("acct_")) {
+    throw new LifecycleError("invalid_parameter", "name", `invalid account name "${name}" (letters, digits, . _ @ -; up to 64)`);
+  }
+  const plan = input.plan ?? config.defaultPlan;
+  checkPlan(config, plan);
+  const allowIps = checkAllowIps(config, plan, input.allowIps ?? []);
+  const contacts = checkContacts(input.contacts ?? []);
+  if (await store.accounts.find(name)) throw new LifecycleError("invalid_parameter", "name", `account "${name}" already exists`);
+  const account = await store.accounts.insert({ id: newId("acct"), name, plan, allowIps, contacts, createdAt: now() });
+  return accountView(account);
+}
+
+export async function updateAccount(store: Store, config: AppConfig, idOrName: string, input: AccountInput): Promise<AccountView> {
+  const account = await findAccount(store, idOrName);
+  const plan = input.plan ?? account.plan;
+  checkPlan(config, plan);
+  const allowIps = checkAllowIps(config, plan, input.allowIps ?? account.allowIps);
+  const contacts = input.contacts === undefined ? undefined : checkContacts(input.contacts);
+  let name: string | undefined;
+  if (input.name !== undefined && input.name !== account.name) {
+    name = input.name.trim();
+    if (!namePattern.test(name) || name.startsWith("acct_")) throw new LifecycleError("invalid_parameter", "name", `invalid account name "${name}"`);
+    if (await store.accounts.find(name)) throw new LifecycleError("invalid_parameter", "name", `account "${name}" already exists`);
+  }
+  await store.accounts.update(account.id, { name, plan, allowIps, contacts });
+  return accountView((await store.accounts.find(account.id))!);
+}
+
+export async function listAccounts(store: Store): Promise<AccountView[]> {
+  return (await store.accounts.list()).map(accountView);
+}
+
+function checkScopes(input: KeyInput): { models: string[] | null; endpoints: Endpoint[] | null; deployment: string | null } {
+  let models: string[] | null = null;
+  if (input.models && input.models.length > 0) {
+    models = input.models.map((m) => m.trim()).filter(Boolean);
+    if (models.length === 0) models = null;
+  }
+  let endpoints: Endpoint[] | null = null;
+  if (input.endpoints && input.endpoints.length > 0) {
+    endpoints = [];
+    for (const e of input.endpoints.map((x) => x.trim()).filter(Boolean)) {
+      if (!allEndpoints.includes(e as Endpoint)) {
+        throw new LifecycleError("invalid_parameter", "endpoints", `unknown endpoint "${e}" (one of ${allEndpoints.join(", ")})`);
+      }
+      if (!endpoints.includes(e as Endpoint)) endpoints.push(e as Endpoint);
+    }
+  }
+  const deployment = input.deployment?.trim() || null;
+  if (deployment !== null && !deploymentPattern.test(deployment)) {
+    throw new LifecycleError("invalid_parameter", "deployment", `invalid deployment "${deployment}"`);
+  }
+  return { models, endpoints, deployment };
+}
+
+async function insertKey(store: Store, account: Account, fields: ReturnType<typeof checkScopes> & { name: string | null }): Promise<CreatedKey> {
+  const key = generateKey();
+  const record = await store.keys.insert(
+    {
+      id: newId("key"),
+      accountId: account.id,
+      prefix: displayPrefix(key),
+      name: fields.name,
+      models: fields.models,
+      endpoints: fields.endpoints,
+      deployment: fields.deployment,
+      createdAt: now(),
+      lastUsedAt: null,
+      revokedAt: null,
+    },
+    hashKey(store.keySecret, key),
+  );
+  return {
+    id: record.id,
+    key,
+    prefix: record.prefix,
+    account: account.id,
+    accountName: account.name,
+    name: record.name,
+    models: record.models,
+    endpoints: record.endpoints,
+    deployment: record.deployment,
+    createdAt: record.createdAt,
+  };
+}
+
+export async function createKey(store: Store, input: KeyInput): Promise<CreatedKey> {
+  const account = await findAccount(store, input.account);
+  const scopes = checkScopes(input);
+  return insertKey(store, account, { ...scopes, name: input.name?.trim() || null });
+}
+
+async function findKey(store: Store, id: string): Promise<ApiKeyRecord> {
+  const key = await store.keys.get(id);
+  if (!key) throw new LifecycleError("not_found", "id", `no key "${id}"`);
+  return key;
+}
+
+/** A second key with the same account, scopes and deployment; the old key stays active until revoked. */
+export async function rotateKey(store: Store, id: string): Promise<CreatedKey> {
+  const old = await findKey(store, id);
+  if (old.revokedAt) throw new LifecycleError("invalid_parameter", "id", `key "${id}" is revoked; create a new key instead`);
+  const account = await findAccount(store, old.accountId);
+  return insertKey(store, account, { models: old.models, endpoints: old.endpoints, deployment: old.deployment, name: old.name });
+}
+
+/** Permanent. Revoking an already revoked key answers its original revocation time. */
+export async function revokeKey(store: Store, id: string): Promise<{ id: string; revokedAt: string }> {
+  await findKey(store, id);
+  const key = await store.keys.revoke(id, now());
+  return { id, revokedAt: key!.revokedAt! };
+}
+
+export async function listKeys(store: Store, accountIdOrName?: string): Promise<KeyView[]> {
+  const accounts = new Map((await store.accounts.list()).map((a) => [a.id, a]));
+  let accountId: string | undefined;
+  if (accountIdOrName) accountId = (await findAccount(store, accountIdOrName)).id;
+  return (await store.keys.list(accountId)).map((k) => keyView(k, accounts.get(k.accountId)!));
+}

@@ -1,0 +1,142 @@
+import fp from "fastify-plugin";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import type { AuthContext } from "../auth/auth-context.ts";
+import { AppError } from "../errors/app-error.ts";
+import { IpAllowlist } from "../keys/ip-allowlist.ts";
+import { isWellFormedKey } from "../keys/key-format.ts";
+import { hashKey } from "../keys/key-secret.ts";
+import type { Store } from "../store/store.ts";
+import "../http/fastify-types.ts";
+
+/**
+ * Called when a request is refused before it has a usable key (401, and 403 ip_not_allowed): the rate-limit plugin
+ * sets it to run the per-address anonymous limiter, which puts its headers on the refusal (or answers 429 first).
+ */
+export type AnonymousLimitHook = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+
+declare module "fastify" {
+  interface FastifyInstance {
+    anonymousLimit: AnonymousLimitHook | null;
+  }
+}
+
+/** How long a found key is trusted without a new read: a revocation is seen within this time (the issue says 1 s). */
+export const keyCacheTtlMs = 500;
+const keyCacheMax = 10_000;
+/** last_used_at is written at most this often per key, in batches. */
+const touchEveryMs = 60_000;
+const touchFlushMs = 1_000;
+
+interface CachedKey {
+  expiresAt: number;
+  auth: AuthContext;
+  revoked: boolean;
+  allowlist: IpAllowlist | null;
+}
+
+const bearerPattern = /^Bearer[ \t]+(\S+)[ \t]*$/i;
+
+export const authPlugin = fp(
+  async (app, opts: { store: Store }) => {
+    const { store } = opts;
+    const config = app.ctx.config;
+    // Per-instance state (never module-level): the short positive cache and the last_used_at batch.
+    const cache = new Map<string, CachedKey>();
+    const lastTouched = new Map<string, number>();
+    let pendingTouch = new Set<string>();
+
+    async function flushTouches(): Promise<void> {
+      if (pendingTouch.size === 0) return;
+      const ids = [...pendingTouch];
+      pendingTouch = new Set();
+      try {
+        await store.keys.touch(ids, new Date().toISOString());
+      } catch (err) {
+        app.log.warn({ err }, "could not record key last_used_at");
+      }
+    }
+    const touchTimer = setInterval(() => void flushTouches(), touchFlushMs);
+    touchTimer.unref();
+    app.ctx.onClose(async () => {
+      clearInterval(touchTimer);
+      await flushTouches();
+    });
+
+    if (!app.hasDecorator("anonymousLimit")) app.decorate("anonymousLimit", null);
+    app.decorateRequest("auth", null);
+
+    async function lookup(hash: string, now: number): Promise<CachedKey | null> {
+      const hit = cache.get(hash);
+      if (hit && hit.expiresAt > now) return hit;
+      const found = await store.keys.findByHash(hash);
+      // Unknown keys are never cached: a key created a moment ago works on its very next request.
+      if (!found) {
+        cache.delete(hash);
+        return null;
+      }
+      const plan = config.plans[found.account.plan];
+      if (!plan) {
+        app.log.error({ account: found.account.id, plan: found.account.plan }, "account's plan is not in the config");
+        throw new AppError("internal_error", { message: "The account's plan is not configured on this server." });
+      }
+      const entry: CachedKey = {
+        expiresAt: now + keyCacheTtlMs,
+        revoked: found.key.revokedAt !== null,
+        allowlist: found.account.allowIps.length > 0 ? new IpAllowlist(found.account.allowIps) : null,
+        auth: {
+          keyId: found.key.id,
+          keyPrefix: found.key.prefix,
+          accountId: found.account.id,
+          accountName: found.account.name,
+          plan,
+          modelScopes: found.key.models,
+          endpointScopes: found.key.endpoints,
+          deployment: found.key.deployment,
+        },
+      };
+      if (cache.size >= keyCacheMax) cache.clear();
+      cache.set(hash, entry);
+      return entry;
+    }
+
+    async function refuse(request: FastifyRequest, reply: FastifyReply, error: AppError): Promise<never> {
+      const anonymous = request.server.anonymousLimit;
+      if (anonymous) await anonymous(request, reply);
+      throw error;
+    }
+
+    app.addHook("onRequest", async (request, reply) => {
+      if (request.routeOptions.config?.public === true) return;
+      const header = request.headers.authorization;
+      const match = typeof header === "string" ? bearerPattern.exec(header) : null;
+      if (!match) {
+        return refuse(request, reply, new AppError("invalid_api_key", { message: "Missing API key: send Authorization: Bearer <API_KEY>." }));
+      }
+      const key = match[1];
+      if (!isWellFormedKey(key)) {
+        return refuse(request, reply, new AppError("invalid_api_key", { message: "Malformed API key." }));
+      }
+      const now = Date.now();
+      const entry = await lookup(hashKey(store.keySecret, key), now);
+      if (!entry || entry.revoked) {
+        return refuse(request, reply, new AppError("invalid_api_key", { message: entry ? "This API key has been revoked." : "Invalid API key." }));
+      }
+      // A key bound to a deployment is valid only there; an unbound key only on the shared deployment.
+      if ((entry.auth.deployment ?? "shared") !== config.deployment) {
+        return refuse(request, reply, new AppError("invalid_api_key", { message: "This API key is not valid on this endpoint." }));
+      }
+      if (entry.allowlist && !entry.allowlist.allows(request.clientIp)) {
+        request.log.info({ keyId: entry.auth.keyId, ip: request.clientIp }, "address outside the account's allowlist");
+        return refuse(request, reply, new AppError("ip_not_allowed", { message: `Requests from ${request.clientIp} are not allowed for this account.` }));
+      }
+      request.auth = entry.auth;
+      const last = lastTouched.get(entry.auth.keyId) ?? 0;
+      if (now - last >= touchEveryMs) {
+        if (lastTouched.size >= keyCacheMax) lastTouched.clear();
+        lastTouched.set(entry.auth.keyId, now);
+        pendingTouch.add(entry.auth.keyId);
+      }
+    });
+  },
+  { name: "auth" },
+);

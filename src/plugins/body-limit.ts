@@ -1,0 +1,87 @@
+import { Transform, type Readable, type Writable } from "node:stream";
+import fp from "fastify-plugin";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { AppError } from "../errors/app-error.ts";
+import "../http/fastify-types.ts";
+
+function tooLarge(limit: number, upload: boolean): AppError {
+  const what = upload ? "upload" : "request body";
+  return new AppError("request_too_large", { message: `The ${what} exceeds this plan's limit of ${limit} bytes.` });
+}
+
+/** Counts JSON body bytes as Fastify reads them; fails the read past the limit without buffering more. */
+function countingStream(payload: Readable, limit: number, onExceed: () => AppError): Transform {
+  let received = 0;
+  const counter = new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      received += chunk.length;
+      (counter as Transform & { receivedEncodedLength: number }).receivedEncodedLength = received;
+      if (received > limit) {
+        payload.unpipe(counter);
+        payload.pause();
+        callback(onExceed());
+        return;
+      }
+      callback(null, chunk);
+    },
+  });
+  payload.pipe(counter);
+  return counter;
+}
+
+/**
+ * Multipart uploads are read by @fastify/multipart straight from request.raw, so the count watches raw 'data'
+ * alongside the parser. Past the limit the parser is cut off with the 413 error, which the route's read rejects
+ * with; the error handler answers it.
+ */
+function watchUpload(request: FastifyRequest, reply: FastifyReply, limit: number): void {
+  const raw = request.raw;
+  let received = 0;
+  // Keep the stream paused: adding a 'data' listener must not start the flow before the parser pipes in.
+  raw.pause();
+  const onData = (chunk: Buffer) => {
+    received += chunk.length;
+    if (received <= limit) return;
+    raw.off("data", onData);
+    const error = tooLarge(limit, true);
+    reply.header("connection", "close");
+    const pipes = ((raw as unknown as { _readableState: { pipes: Writable[] } })._readableState.pipes ?? []).slice();
+    raw.unpipe();
+    raw.pause();
+    if (pipes.length > 0) for (const dest of pipes) dest.destroy(error);
+    else if (!reply.sent) reply.send(error);
+  };
+  raw.on("data", onData);
+}
+
+/**
+ * §8 size limits per plan: maxBodyBytes for JSON, maxUploadBytes for routes with `config.upload`. Bytes are
+ * counted while they stream, so a missing or lying Content-Length changes nothing; a Content-Length already over
+ * the limit is refused before reading. Unauthenticated (public) routes use the default plan's limits.
+ */
+export const bodyLimitPlugin = fp(
+  async (app) => {
+    const config = app.ctx.config;
+    app.addHook("preParsing", async (request, reply, payload) => {
+      if (request.method === "GET" || request.method === "HEAD") return payload;
+      const plan = request.auth?.plan ?? config.plans[config.defaultPlan];
+      const upload = request.routeOptions.config?.upload === true;
+      const limit = upload ? plan.maxUploadBytes : plan.maxBodyBytes;
+      const declared = Number(request.headers["content-length"]);
+      if (Number.isFinite(declared) && declared > limit) {
+        // Nothing of the body is read: close the connection after answering rather than drain it.
+        reply.header("connection", "close");
+        throw tooLarge(limit, upload);
+      }
+      if (upload) {
+        watchUpload(request, reply, limit);
+        return payload;
+      }
+      return countingStream(payload, limit, () => {
+        reply.header("connection", "close");
+        return tooLarge(limit, false);
+      });
+    });
+  },
+  { name: "body-limit" },
+);

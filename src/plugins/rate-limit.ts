@@ -1,0 +1,44 @@
+import fp from "fastify-plugin";
+import type { FastifyReply } from "fastify";
+import { formatResetDuration } from "../config/duration.ts";
+import { AppError } from "../errors/app-error.ts";
+import { MemoryStore } from "./rate-limit/memory-store.ts";
+import { RedisStore } from "./rate-limit/redis-store.ts";
+import type { RateLimitStore } from "./rate-limit/store.ts";
+import "./auth.ts";
+
+/**
+ * §8 request limits. A key is limited by its plan's rateLimit; a request without a usable key (401, 403
+ * ip_not_allowed) by the per-address anonymous limiter, run from the auth plugin's refusal path. Headers go on
+ * with reply.header before anything can fail, so every response carries them, errors included.
+ */
+export const rateLimitPlugin = fp(
+  async (app, opts: { redisUrl: string | null }) => {
+    const store: RateLimitStore = opts.redisUrl ? await RedisStore.connect(opts.redisUrl, app.log) : new MemoryStore();
+    app.ctx.onClose(() => store.close());
+    const anonymous = app.ctx.config.anonymousRateLimit;
+
+    async function count(reply: FastifyReply, bucket: string, limit: number, windowMs: number): Promise<void> {
+      const result = await store.hit(bucket, limit, windowMs);
+      reply.header("x-ratelimit-limit-requests", String(limit));
+      reply.header("x-ratelimit-remaining-requests", String(result.allowed ? Math.max(0, limit - result.count) : 0));
+      reply.header("x-ratelimit-reset-requests", formatResetDuration(result.resetMs / 1000));
+      if (!result.allowed) {
+        throw new AppError("rate_limit_exceeded", {
+          message: `Rate limit of ${limit} requests per ${formatResetDuration(windowMs / 1000)} exceeded. Retry after the time given in Retry-After.`,
+          retryAfterMs: result.resetMs,
+        });
+      }
+    }
+
+    app.anonymousLimit = (request, reply) => count(reply, `a:${request.clientIp}`, anonymous.requests, anonymous.windowMs);
+
+    app.addHook("onRequest", async (request, reply) => {
+      if (request.routeOptions.config?.public === true) return;
+      const auth = request.auth;
+      if (!auth) return;
+      await count(reply, `k:${auth.keyId}`, auth.plan.rateLimit.requests, auth.plan.rateLimit.windowMs);
+    });
+  },
+  { name: "rate-limit", dependencies: ["auth"] },
+);

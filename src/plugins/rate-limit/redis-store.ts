@@ -1,0 +1,68 @@
+import { Redis } from "ioredis";
+import type { FastifyBaseLogger } from "fastify";
+import type { HitResult, RateLimitStore } from "./store.ts";
+
+/**
+ * Count-unless-full in one atomic step, so replicas sharing Redis never over-admit: a full window answers without
+ * incrementing (a 429 is not counted), an expired or new window starts at 1 with the window as its TTL.
+ */
+const hitScript = `
+local limit = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl <= 0 then
+  redis.call('SET', KEYS[1], 1, 'PX', window)
+  return {1, window, 1}
+end
+local count = tonumber(redis.call('GET', KEYS[1]) or '0')
+if count >= limit then
+  return {count, ttl, 0}
+end
+count = redis.call('INCR', KEYS[1])
+return {count, ttl, 1}
+`;
+
+type HitCommand = (key: string, limit: number, windowMs: number) => Promise<[number, number, number]>;
+
+export class RedisStore implements RateLimitStore {
+  private lastWarning = 0;
+
+  private constructor(
+    private readonly redis: Redis,
+    private readonly log: FastifyBaseLogger,
+  ) {}
+
+  /** Connects first, so a wrong REDIS_URL fails the start instead of every request. */
+  static async connect(url: string, log: FastifyBaseLogger): Promise<RedisStore> {
+    const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, commandTimeout: 1000, enableAutoPipelining: true });
+    redis.on("error", () => {
+      // Reported per failed hit below; ioredis reconnects on its own.
+    });
+    redis.defineCommand("mgRateHit", { numberOfKeys: 1, lua: hitScript });
+    await redis.connect();
+    return new RedisStore(redis, log);
+  }
+
+  async hit(bucket: string, limit: number, windowMs: number): Promise<HitResult> {
+    try {
+      const [count, resetMs, allowed] = await (this.redis as unknown as { mgRateHit: HitCommand }).mgRateHit(
+        `modelgate:rl:${bucket}:${windowMs}`,
+        limit,
+        windowMs,
+      );
+      return { count: Number(count), resetMs: Number(resetMs), allowed: Number(allowed) === 1 };
+    } catch (err) {
+      // Fail open: an unreachable limiter must not take the API down with it.
+      const now = Date.now();
+      if (now - this.lastWarning > 10_000) {
+        this.lastWarning = now;
+        this.log.warn({ err }, "redis rate limiter unavailable; admitting requests without counting");
+      }
+      return { count: 0, resetMs: windowMs, allowed: true };
+    }
+  }
+
+  async close(): Promise<void> {
+    this.redis.disconnect();
+  }
+}

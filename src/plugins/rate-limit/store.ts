@@ -1,0 +1,17 @@
+/** Outcome of one counted (or refused) request in a fixed window that starts at the window's first hit. */
+export interface HitResult {
+  /** Requests counted in the window, this one included when allowed. */
+  count: number;
+  /** Milliseconds until the window frees. */
+  resetMs: number;
+  allowed: boolean;
+}
+
+/**
+ * The tiny interface the memory and Redis limiters share (compare @fastify/rate-limit's LocalStore). A refused
+ * request is not counted.
+ */
+export interface RateLimitStore {
+  hit(bucket: string, limit: number, windowMs: number): Promise<HitResult>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,49 @@
+import type { Generated } from "kysely";
+
+/** Timestamps are ISO-8601 strings in both dialects; JSON columns are text. */
+export interface AccountsTable {
+  id: string;
+  name: string;
+  plan: string;
+  /** JSON array of CIDRs; "[]" = no allowlist. */
+  allow_ips: string;
+  /** JSON array of contact addresses registered on the account. */
+  contacts: string;
+  created_at: string;
+}
+
+export interface KeysTable {
+  id: string;
+  account_id: string;
+  /** Display prefix: the only part of the key that may be shown or logged. */
+  prefix: string;
+  /** HMAC-SHA-256 (hex) of the full key under the server secret. */
+  hash: string;
+  name: string | null;
+  /** JSON array of model globs, or null = no key-level limit. */
+  models: string | null;
+  /** JSON array of endpoints, or null = no key-level limit. */
+  endpoints: string | null;
+  deployment: string | null;
+  created_at: string;
+  last_used_at: string | null;
+  revoked_at: string | null;
+}
+
+export interface UsageTable {
+  key_id: string;
+  account_id: string;
+  model: string;
+  endpoint: string;
+  /** UTC day, YYYY-MM-DD. */
+  day: string;
+  requests: Generated<number>;
+  prompt_tokens: Generated<number>;
+  completion_tokens: Generated<number>;
+}
+
+export interface Database {
+  accounts: AccountsTable;
+  api_keys: KeysTable;
+  usage: UsageTable;
+}

@@ -1,0 +1,87 @@
+import { sql, type Kysely } from "kysely";
+import type { Database } from "./schema.ts";
+
+export interface UsageDelta {
+  keyId: string;
+  accountId: string;
+  model: string;
+  endpoint: string;
+  day: string;
+  requests: number;
+  promptTokens: number;
+  completionTokens: number;
+}
+
+export interface UsageRow {
+  accountId: string;
+  accountName: string;
+  keyId: string;
+  model: string;
+  endpoint: string;
+  requests: number;
+  promptTokens: number;
+  completionTokens: number;
+}
+
+export class UsageRepo {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  /** Adds counters in one transaction (upsert per key, model, endpoint and day). */
+  async add(deltas: UsageDelta[]): Promise<void> {
+    if (deltas.length === 0) return;
+    await this.db.transaction().execute(async (trx) => {
+      for (const d of deltas) {
+        await trx
+          .insertInto("usage")
+          .values({
+            key_id: d.keyId,
+            account_id: d.accountId,
+            model: d.model,
+            endpoint: d.endpoint,
+            day: d.day,
+            requests: d.requests,
+            prompt_tokens: d.promptTokens,
+            completion_tokens: d.completionTokens,
+          })
+          .onConflict((oc) =>
+            oc.columns(["key_id", "model", "endpoint", "day"]).doUpdateSet({
+              requests: sql`usage.requests + excluded.requests`,
+              prompt_tokens: sql`usage.prompt_tokens + excluded.prompt_tokens`,
+              completion_tokens: sql`usage.completion_tokens + excluded.completion_tokens`,
+            }),
+          )
+          .execute();
+      }
+    });
+  }
+
+  /** Totals per account, key, model and endpoint (all days), optionally for one account. */
+  async summary(accountId?: string): Promise<UsageRow[]> {
+    let query = this.db
+      .selectFrom("usage")
+      .innerJoin("accounts", "accounts.id", "usage.account_id")
+      .select((eb) => [
+        "usage.account_id",
+        "accounts.name",
+        "usage.key_id",
+        "usage.model",
+        "usage.endpoint",
+        eb.fn.sum<number | string>("usage.requests").as("requests"),
+        eb.fn.sum<number | string>("usage.prompt_tokens").as("prompt_tokens"),
+        eb.fn.sum<number | string>("usage.completion_tokens").as("completion_tokens"),
+      ])
+      .groupBy(["usage.account_id", "accounts.name", "usage.key_id", "usage.model", "usage.endpoint"]);
+    if (accountId) query = query.where("usage.account_id", "=", accountId);
+    const rows = await query.orderBy("accounts.name").orderBy("usage.key_id").orderBy("usage.model").orderBy("usage.endpoint").execute();
+    return rows.map((r) => ({
+      accountId: r.account_id,
+      accountName: r.name,
+      keyId: r.key_id,
+      model: r.model,
+      endpoint: r.endpoint,
+      requests: Number(r.requests),
+      promptTokens: Number(r.prompt_tokens),
+      completionTokens: Number(r.completion_tokens),
+    }));
+  }
+}

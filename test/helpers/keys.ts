@@ -1,0 +1,57 @@
+import { randomBytes } from "node:crypto";
+import type { FastifyBaseLogger } from "fastify";
+import pino from "pino";
+import type { AppConfig } from "../../src/config/app-config.ts";
+import type { Endpoint } from "../../src/config/config.schema.ts";
+import { parseCidr } from "../../src/keys/ip-allowlist.ts";
+import { createKey as createKeyRecord } from "../../src/keys/lifecycle.ts";
+import { newId } from "../../src/keys/key-format.ts";
+import { openStore } from "../../src/store/store.ts";
+
+export interface CreateKeyOptions {
+  plan?: string;
+  models?: string[];
+  endpoints?: Endpoint[];
+  deployment?: string | null;
+  allowIps?: string[];
+  /** Reuse an existing account (id or name) instead of creating one. */
+  account?: string;
+}
+
+export function silentLogger(): FastifyBaseLogger {
+  return pino({ level: "silent" }) as unknown as FastifyBaseLogger;
+}
+
+/**
+ * Opens the store the server uses (same data dir or database), creates a fresh account and a key on it, and
+ * closes the store. The account is written directly so a test may put an allowlist on any plan.
+ */
+export async function createKey(config: AppConfig, opts: CreateKeyOptions = {}): Promise<{ key: string; id: string; accountId: string }> {
+  const store = await openStore(config, silentLogger());
+  try {
+    let accountId = opts.account;
+    if (!accountId) {
+      const plan = opts.plan ?? config.defaultPlan;
+      if (!config.plans[plan]) throw new Error(`createKey: unknown plan "${plan}"`);
+      for (const c of opts.allowIps ?? []) if (!parseCidr(c)) throw new Error(`createKey: invalid CIDR "${c}"`);
+      const account = await store.accounts.insert({
+        id: newId("acct"),
+        name: `test-${randomBytes(6).toString("hex")}`,
+        plan,
+        allowIps: opts.allowIps ?? [],
+        contacts: [],
+        createdAt: new Date().toISOString(),
+      });
+      accountId = account.id;
+    }
+    const created = await createKeyRecord(store, {
+      account: accountId,
+      models: opts.models ?? null,
+      endpoints: opts.endpoints ?? null,
+      deployment: opts.deployment ?? null,
+    });
+    return { key: created.key, id: created.id, accountId: created.account };
+  } finally {
+    await store.close();
+  }
+}
