@@ -3,6 +3,8 @@ import modelsRoutes from "./models/models.route.ts";
 import healthRoutes from "./health/health.route.ts";
 import openapiRoutes from "./openapi/openapi.route.ts";
 import rerankRoutes from "./rerank/rerank.route.ts";
+import chatRoutes from "./chat/chat.route.ts";
+import embeddingsRoutes from "./embeddings/embeddings.route.ts";
 
 /** Every feature's routes; server.ts registers them all. Append one entry per feature. */
 export const featureRoutes: ((app: FastifyInstance) => Promise<void>)[] = [
@@ -10,4 +12,6 @@ export const featureRoutes: ((app: FastifyInstance) => Promise<void>)[] = [
   healthRoutes,
   openapiRoutes,
   rerankRoutes,
+  chatRoutes,
+  embeddingsRoutes,
 ];

@@ -1,12 +1,13 @@
-import { getLlama, type Llama } from "node-llama-cpp";
+import { getLlama, LlamaLogLevel, type Llama } from "node-llama-cpp";
 
 let runtime: Promise<Llama> | null = null;
 
 /**
  * The process-wide llama.cpp binding. `build: "never"` uses the prebuilt linux-x64 CPU binary and never
- * compiles or downloads at run time.
+ * compiles or downloads at run time. One binding per process is what node-llama-cpp expects, hence the
+ * module-level promise (the one deliberate exception to "no module-level state").
  */
 export function getLlamaRuntime(): Promise<Llama> {
-  runtime ??= getLlama({ build: "never", gpu: false, logLevel: "error" as never, progressLogs: false } as Parameters<typeof getLlama>[0]);
+  runtime ??= getLlama({ build: "never", gpu: false, logLevel: LlamaLogLevel.error, progressLogs: false });
   return runtime;
 }

@@ -1,0 +1,208 @@
+import {
+  LlamaChat,
+  resolveChatWrapper,
+  type ChatWrapper,
+  type LlamaContext,
+  type LlamaEmbeddingContext,
+  type LlamaModel,
+} from "node-llama-cpp";
+import type { ModelEntry } from "../../config/app-config.ts";
+import type { Capability } from "../../config/config.schema.ts";
+import { AppError } from "../../errors/app-error.ts";
+import type { ChatDelta, ChatRequest, EmbedRequest, EmbedResult, Engine, PreparedChat } from "../engine.ts";
+import { toChatHistory } from "./chat-history.ts";
+import { DeltaQueue } from "./delta-queue.ts";
+import { checkInputLengths, embedAll, embeddingInputLimit } from "./llama-embed.ts";
+import { getLlamaRuntime } from "./llama-runtime.ts";
+import { PlainTextChatWrapper } from "./plain-chat-wrapper.ts";
+import { buildGenerationPlan, type GenerationPlan } from "./generation-plan.ts";
+
+/** Sampling defaults when neither the request nor the catalog entry sets them (OpenAI's own defaults). */
+export const defaultTemperature = 1;
+export const defaultTopP = 1;
+
+interface LlamaPreparedChat extends PreparedChat {
+  plan: GenerationPlan;
+}
+
+/**
+ * A GGUF model served by node-llama-cpp. Chat models get one context with `parallel` sequences, so concurrent
+ * requests are decoded together in the same batches (continuous batching); each request holds one sequence for
+ * its lifetime and disposes it at the end, on abort at once. Embedding models get an embedding context.
+ */
+export class LlamaEngine implements Engine {
+  readonly capabilities: ReadonlySet<Capability>;
+  private model: LlamaModel | null = null;
+  private context: LlamaContext | null = null;
+  private embedder: LlamaEmbeddingContext | null = null;
+  private wrapper: ChatWrapper | null = null;
+
+  constructor(readonly entry: ModelEntry) {
+    this.capabilities = new Set(entry.capabilities);
+  }
+
+  get contextSize(): number | null {
+    if (this.context) return this.context.contextSize;
+    return this.embedder ? embeddingInputLimit(this.embedder, this.entry) + 1 : null;
+  }
+
+  /** The chat wrapper name in use ("PlainText" is the fallback for models without a template). */
+  get chatWrapperName(): string | null {
+    return this.wrapper?.wrapperName ?? null;
+  }
+
+  async load(signal?: AbortSignal): Promise<void> {
+    if (!this.entry.path) throw new Error(`model ${this.entry.id} has no file path`);
+    const llama = await getLlamaRuntime();
+    const model = await llama.loadModel({ modelPath: this.entry.path, loadSignal: signal });
+    try {
+      const threads = { ideal: this.entry.threads, min: this.entry.threads };
+      const contextSize = this.entry.contextSize ?? model.trainContextSize;
+      if (this.capabilities.has("chat")) {
+        this.context = await model.createContext({
+          sequences: this.entry.parallel,
+          contextSize,
+          threads,
+          createSignal: signal,
+        });
+        this.wrapper = model.fileInfo.metadata.tokenizer?.chat_template ? resolveChatWrapper(model) : new PlainTextChatWrapper();
+      }
+      if (this.capabilities.has("embeddings")) {
+        this.embedder = await model.createEmbeddingContext({ contextSize, threads: this.entry.threads, createSignal: signal });
+      }
+      this.model = model;
+    } catch (err) {
+      await this.context?.dispose();
+      await this.embedder?.dispose();
+      await model.dispose();
+      throw err;
+    }
+  }
+
+  async unload(): Promise<void> {
+    await this.embedder?.dispose();
+    await this.context?.dispose();
+    await this.model?.dispose();
+    this.embedder = null;
+    this.context = null;
+    this.model = null;
+  }
+
+  /** Free sequences in the chat context (for tests and stats). */
+  get sequencesLeft(): number {
+    return this.context?.sequencesLeft ?? 0;
+  }
+
+  private ready(): { model: LlamaModel; context: LlamaContext; wrapper: ChatWrapper } {
+    if (!this.model || !this.context || !this.wrapper) throw new Error(`model ${this.entry.id} is not loaded for chat`);
+    return { model: this.model, context: this.context, wrapper: this.wrapper };
+  }
+
+  async prepareChat(req: ChatRequest): Promise<LlamaPreparedChat> {
+    const { model, context, wrapper } = this.ready();
+    const history = toChatHistory(req.messages);
+    const plan = await buildGenerationPlan(req, { model, wrapper, history, capabilities: this.capabilities });
+    const { contextText } = wrapper.generateContextState({
+      chatHistory: history,
+      availableFunctions: plan.functions,
+      documentFunctionParams: plan.functions ? true : undefined,
+    });
+    const promptTokens = contextText.tokenize(model.tokenizer).length;
+    const room = context.contextSize - promptTokens;
+    if (req.maxTokens !== null ? promptTokens + req.maxTokens > context.contextSize : room < 1) {
+      throw new AppError("context_length_exceeded", {
+        param: "messages",
+        message:
+          `This model's context window is ${context.contextSize} tokens. The messages take ${promptTokens} tokens` +
+          (req.maxTokens !== null ? ` and max_tokens asks for ${req.maxTokens} more.` : ", leaving no room for a completion."),
+      });
+    }
+    return { promptTokens, maxTokens: req.maxTokens ?? room, plan };
+  }
+
+  async *chat(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
+    const { context, wrapper } = this.ready();
+    const { plan } = prepared as LlamaPreparedChat;
+    signal.throwIfAborted();
+    const stop = new AbortController();
+    const onAbort = () => stop.abort(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    const sequence = context.getSequence();
+    const chat = new LlamaChat({ contextSequence: sequence, chatWrapper: plan.wrapper ?? wrapper });
+    const queue = new DeltaQueue<ChatDelta>();
+    const temperature = req.temperature ?? this.entry.defaults.temperature ?? defaultTemperature;
+    let callIndex = -1;
+    const generation = chat
+      .generateResponse(plan.history, {
+        signal: stop.signal,
+        stopOnAbortSignal: true,
+        maxTokens: prepared.maxTokens,
+        temperature,
+        topP: req.topP ?? this.entry.defaults.topP ?? defaultTopP,
+        topK: 0,
+        seed: req.seed ?? undefined,
+        customStopTriggers: req.stop.length > 0 ? req.stop : undefined,
+        budgets: { thoughtTokens: Infinity },
+        ...(plan.functions
+          ? {
+              functions: plan.functions,
+              documentFunctionParams: true,
+              maxParallelFunctionCalls: 1,
+              onFunctionCallParamsChunk: (chunk) => {
+                if (chunk.callIndex !== callIndex) {
+                  callIndex = chunk.callIndex;
+                  queue.push({ type: "tool_call", index: callIndex, id: newToolCallId(), name: chunk.functionName, arguments: "" });
+                }
+                if (chunk.paramsChunk.length > 0) queue.push({ type: "tool_call", index: callIndex, arguments: chunk.paramsChunk });
+              },
+            }
+          : { grammar: plan.grammar }),
+        onResponseChunk: (chunk) => {
+          if (chunk.text.length === 0) return;
+          if (chunk.type === "segment") {
+            if (chunk.segmentType === "thought") queue.push({ type: "reasoning", text: chunk.text });
+          } else queue.push({ type: "content", text: chunk.text });
+        },
+      })
+      .then(
+        (result) => {
+          const reason = result.metadata.stopReason;
+          const finishReason = reason === "maxTokens" ? "length" : reason === "functionCalls" || (result.functionCalls?.length ?? 0) > 0 ? "tool_calls" : "stop";
+          queue.push({
+            type: "done",
+            finishReason,
+            usage: { promptTokens: prepared.promptTokens, completionTokens: sequence.tokenMeter.usedOutputTokens },
+          });
+          queue.end();
+        },
+        (err: unknown) => queue.end(err),
+      );
+    try {
+      for await (const delta of queue) {
+        if (signal.aborted) break;
+        yield delta;
+      }
+      signal.throwIfAborted();
+    } finally {
+      signal.removeEventListener("abort", onAbort);
+      stop.abort();
+      await generation;
+      chat.dispose({ disposeSequence: true });
+    }
+  }
+
+  /** Checks input lengths before capacity is taken (400 before 503); `embed` checks again. */
+  prepareEmbed(req: EmbedRequest): void {
+    if (!this.embedder) throw new Error(`model ${this.entry.id} is not loaded for embeddings`);
+    checkInputLengths(this.embedder, req.inputs, embeddingInputLimit(this.embedder, this.entry));
+  }
+
+  async embed(req: EmbedRequest, signal: AbortSignal): Promise<EmbedResult> {
+    if (!this.embedder || !this.model) throw new Error(`model ${this.entry.id} is not loaded for embeddings`);
+    return embedAll(this.embedder, req.inputs, embeddingInputLimit(this.embedder, this.entry), signal);
+  }
+}
+
+function newToolCallId(): string {
+  return `call_${crypto.randomUUID().replace(/-/g, "").slice(0, 24)}`;
+}

@@ -1,0 +1,100 @@
+import type { Plan } from "../../config/app-config.ts";
+import type { ChatMessage, ChatRequest, ContentPart, ToolChoice } from "../../engines/engine.ts";
+import { AppError } from "../../errors/app-error.ts";
+import type { ChatCompletionRequest, ChatMessageBody } from "./chat.schema.ts";
+import { decodeImagePart } from "./image-parts.ts";
+
+/** Where the request carries images, for the vision capability check. */
+export interface ImageRef {
+  param: string;
+}
+
+function invalid(param: string, message: string): never {
+  throw new AppError("invalid_parameter", { param, message });
+}
+
+function toContent(message: ChatMessageBody, i: number, images: ImageRef[]): string | ContentPart[] | null {
+  const content = message.content ?? null;
+  if (content === null || typeof content === "string") return content;
+  return content.map((part, j): ContentPart => {
+    const param = `messages[${i}].content[${j}]`;
+    if (part.type === "text") return { type: "text", text: part.text };
+    images.push({ param });
+    return decodeImagePart(part.image_url.url, param);
+  });
+}
+
+function toMessage(message: ChatMessageBody, i: number, images: ImageRef[]): ChatMessage {
+  const content = toContent(message, i, images);
+  const role = message.role === "developer" ? "system" : message.role;
+  if (role === "tool") {
+    if (!message.tool_call_id) invalid(`messages[${i}].tool_call_id`, "A tool message needs the tool_call_id it answers.");
+    return { role, content: content ?? "", toolCallId: message.tool_call_id };
+  }
+  if (role === "assistant") {
+    const toolCalls = (message.tool_calls ?? []).map((call) => ({ id: call.id, name: call.function.name, arguments: call.function.arguments }));
+    if (content === null && toolCalls.length === 0) invalid(`messages[${i}].content`, "An assistant message needs content or tool_calls.");
+    return { role, content, toolCalls: toolCalls.length > 0 ? toolCalls : undefined };
+  }
+  if (content === null) invalid(`messages[${i}].content`, `A ${message.role} message needs content.`);
+  if (message.tool_calls) invalid(`messages[${i}].tool_calls`, "Only assistant messages carry tool_calls.");
+  return { role, content };
+}
+
+/**
+ * Turns the wire request into the engine's typed request, checking what the schema cannot: role-specific message
+ * rules, image data URLs, parameter combinations and the plan's output cap. These are parameter errors, so they
+ * come before the model lookup (decisions.md order).
+ */
+export function toChatRequest(body: ChatCompletionRequest, plan: Plan): { req: ChatRequest; images: ImageRef[]; maxTokensParam: string } {
+  const images: ImageRef[] = [];
+  const messages = body.messages.map((m, i) => toMessage(m, i, images));
+
+  const maxTokensParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
+  const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? null;
+  if (maxTokens !== null && plan.maxOutputTokens !== null && maxTokens > plan.maxOutputTokens) {
+    invalid(maxTokensParam, `${maxTokensParam} may be at most ${plan.maxOutputTokens} on this plan.`);
+  }
+
+  if (body.top_logprobs != null && body.logprobs !== true) invalid("top_logprobs", "top_logprobs requires logprobs: true.");
+  const format = body.response_format?.type ?? "text";
+  if (format === "json_schema") {
+    invalid("response_format", "response_format json_schema is not supported yet; use json_object and describe the schema in the prompt.");
+  }
+
+  const tools = (body.tools ?? []).map((t) => ({ name: t.function.name, description: t.function.description, parameters: t.function.parameters }));
+  const names = new Set<string>();
+  tools.forEach((t, i) => {
+    if (names.has(t.name)) invalid(`tools[${i}].function.name`, `The function name '${t.name}' is declared twice.`);
+    names.add(t.name);
+  });
+  let toolChoice: ToolChoice = tools.length > 0 ? "auto" : "none";
+  const choice = body.tool_choice;
+  if (choice != null) {
+    if (typeof choice === "object") {
+      if (!names.has(choice.function.name)) invalid("tool_choice", `tool_choice names '${choice.function.name}', which is not in tools.`);
+      toolChoice = { name: choice.function.name };
+    } else {
+      if (choice === "required" && tools.length === 0) invalid("tool_choice", "tool_choice required needs tools.");
+      toolChoice = choice;
+    }
+  }
+
+  const stop = body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop;
+  return {
+    req: {
+      messages,
+      maxTokens,
+      temperature: body.temperature ?? null,
+      topP: body.top_p ?? null,
+      seed: body.seed ?? null,
+      stop,
+      tools,
+      toolChoice,
+      responseFormat: format === "json_object" ? "json_object" : "text",
+      topLogprobs: body.logprobs === true ? (body.top_logprobs ?? 0) : null,
+    },
+    images,
+    maxTokensParam,
+  };
+}

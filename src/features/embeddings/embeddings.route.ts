@@ -1,0 +1,12 @@
+import type { FastifyInstance } from "fastify";
+import { requestSignal } from "../../http/request-signal.ts";
+import { EmbeddingsRequest, embeddingsErrors } from "./embeddings.schema.ts";
+import { createEmbeddings } from "./embeddings.service.ts";
+
+export default async function embeddingsRoutes(app: FastifyInstance): Promise<void> {
+  app.post<{ Body: EmbeddingsRequest }>(
+    "/v1/embeddings",
+    { schema: { body: EmbeddingsRequest, response: embeddingsErrors }, config: { endpoint: "embeddings" } },
+    async (request, reply) => createEmbeddings(app.ctx, request.auth!, request.body, (ms) => requestSignal(request, reply, ms)),
+  );
+}

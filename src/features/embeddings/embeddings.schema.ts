@@ -1,0 +1,47 @@
+import { Type, type Static } from "@sinclair/typebox";
+import { ErrorResponse } from "../../errors/error.schema.ts";
+
+/**
+ * §4.3 request. `dimensions` is not supported and rejected (decisions.md); `user` is ignored. Token-array inputs
+ * (which the openai client never sends unasked) are not accepted: inputs are strings.
+ */
+export const EmbeddingsRequest = Type.Object(
+  {
+    model: Type.String({ minLength: 1 }),
+    input: Type.Union([Type.String(), Type.Array(Type.String(), { minItems: 1, maxItems: 2048 })]),
+    encoding_format: Type.Optional(Type.Union([Type.Literal("float"), Type.Literal("base64")])),
+    dimensions: Type.Optional(Type.Null({ description: "Not supported: dimensionality is fixed per model" })),
+    user: Type.Optional(Type.Unknown()),
+  },
+  { $id: "EmbeddingsRequest" },
+);
+export type EmbeddingsRequest = Static<typeof EmbeddingsRequest>;
+
+/** §2.5 */
+export const EmbeddingList = Type.Object(
+  {
+    object: Type.Literal("list"),
+    data: Type.Array(
+      Type.Object({
+        object: Type.Literal("embedding"),
+        index: Type.Integer(),
+        embedding: Type.Union([Type.Array(Type.Number()), Type.String({ description: "base64 of little-endian float32" })]),
+      }),
+    ),
+    model: Type.String(),
+    usage: Type.Object({ prompt_tokens: Type.Integer(), total_tokens: Type.Integer() }),
+  },
+  { $id: "EmbeddingList" },
+);
+export type EmbeddingList = Static<typeof EmbeddingList>;
+
+export const embeddingsErrors = {
+  400: ErrorResponse,
+  401: ErrorResponse,
+  403: ErrorResponse,
+  404: ErrorResponse,
+  413: ErrorResponse,
+  429: ErrorResponse,
+  500: ErrorResponse,
+  503: ErrorResponse,
+};
