@@ -216,7 +216,7 @@ async function decodeImage(img: { data: Uint8Array; mime: string; param: string 
         message: `The image is ${meta.width}x${meta.height} pixels; at most ${MAX_IMAGE_PIXELS} pixels are accepted.`,
       });
     }
-    return await RawImage.fromBlob(new Blob([img.data], { type: img.mime }));
+    return await RawImage.fromBlob(new Blob([img.data as Uint8Array<ArrayBuffer>], { type: img.mime }));
   } catch (err) {
     if (err instanceof AppError) throw err;
     throw new AppError("invalid_parameter", { param: img.param, message: `The image could not be decoded: ${(err as Error).message}` });
