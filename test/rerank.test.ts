@@ -20,6 +20,7 @@ before(async () => {
     },
     models: [
       { id: "bert-rerank", engine: "llama", source: path.join(modelsDir, "forged/bert-rerank-tiny.gguf"), capabilities: ["rerank"], threads: 1 },
+      { id: "cross-encoder", engine: "onnx", source: path.join(modelsDir, "forged/cross-encoder-tiny"), capabilities: ["rerank"], threads: 1 },
       { id: "stories", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"], contextSize: 128, threads: 1, load: "lazy" },
     ],
   });
@@ -82,6 +83,20 @@ test("§4.5 top_n returns only the highest-scoring documents, indices mapped bac
   );
   const all = (await (await rerank({ model: "bert-rerank", query, documents: docs, top_n: 10 })).json()) as RerankBody;
   assert.equal(all.results.length, 4);
+});
+
+test("§4.5 the same endpoint serves an ONNX cross-encoder: sorted, top_n, indices mapped back", async () => {
+  const docs = ["The cat sat on the mat.", "France is a country in Europe.", "Paris is the capital of France."];
+  const res = await rerank({ model: "cross-encoder", query, documents: docs, top_n: 2 });
+  const body = (await res.json()) as RerankBody;
+  assert.equal(res.status, 200, JSON.stringify(body));
+  assert.equal(body.model, "cross-encoder");
+  assert.deepEqual(
+    body.results.map((r) => r.index),
+    [2, 1],
+  );
+  assert.ok(body.results[0].relevance_score > body.results[1].relevance_score);
+  assert.ok(body.usage.prompt_tokens > 0);
 });
 
 test("§4.5 unlisted parameters are ignored", async () => {

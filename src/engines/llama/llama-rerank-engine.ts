@@ -24,6 +24,8 @@ export class LlamaRerankEngine implements Engine {
   readonly capabilities: ReadonlySet<Capability>;
   private model: LlamaModel | null = null;
   private context: LlamaRankingContext | null = null;
+  /** prepareRerank's answer, kept for the rerank call the service makes with the same request object. */
+  private readonly prepared = new WeakMap<RerankRequest, PreparedRerank>();
 
   constructor(private readonly entry: ModelEntry) {
     this.capabilities = new Set(entry.capabilities);
@@ -74,6 +76,8 @@ export class LlamaRerankEngine implements Engine {
    * naming `query` when the query alone cannot fit, or `documents[i]` for the first document that does not.
    */
   prepareRerank(req: RerankRequest): PreparedRerank {
+    const cached = this.prepared.get(req);
+    if (cached) return cached;
     const context = this.requireContext();
     const limit = this.maxInputTokens!;
     const queryAlone = context.calculateInputLength(req.query, "");
@@ -94,12 +98,15 @@ export class LlamaRerankEngine implements Engine {
       }
       promptTokens += length;
     }
-    return { promptTokens };
+    const prepared = { promptTokens };
+    this.prepared.set(req, prepared);
+    return prepared;
   }
 
   async rerank(req: RerankRequest, signal: AbortSignal): Promise<RerankResult> {
     const context = this.requireContext();
     const { promptTokens } = this.prepareRerank(req);
+    this.prepared.delete(req);
     const scores: number[] = [];
     for (let start = 0; start < req.documents.length; start += SLICE) {
       signal.throwIfAborted();
