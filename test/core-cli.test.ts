@@ -103,3 +103,19 @@ test("issue 3.4 a self-signed certificate is generated once with the right SANs,
   assert.equal(second.generated, false);
   assert.equal(second.fingerprint, first.fingerprint);
 });
+
+test("issue 3.10 with no config the default catalog is served; offline it starts and names the missing models", async () => {
+  const dir = tempDir();
+  const server = await spawnServer({ dataDir: path.join(dir, "data") }, dir, [], { HF_ENDPOINT: "http://127.0.0.1:9" });
+  try {
+    const output = server.stdout.join("");
+    assert.match(output, /missing .*run: modelgate pull hf:/);
+    const { fetch } = trustingFetch(readFileSync(path.join(dir, "data/tls/cert.pem"), "utf8"));
+    const health = await fetch(`${server.origin}/healthz`);
+    assert.equal(health.status, 200);
+    const ready = await fetch(`${server.origin}/readyz`);
+    assert.equal(ready.status, 503, "missing eager models mean not ready");
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
