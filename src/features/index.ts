@@ -5,6 +5,7 @@ import openapiRoutes from "./openapi/openapi.route.ts";
 import rerankRoutes from "./rerank/rerank.route.ts";
 import chatRoutes from "./chat/chat.route.ts";
 import embeddingsRoutes from "./embeddings/embeddings.route.ts";
+import adminRoutes from "./admin/admin.route.ts";
 
 /** Every feature's routes; server.ts registers them all. Append one entry per feature. */
 export const featureRoutes: ((app: FastifyInstance) => Promise<void>)[] = [
@@ -14,4 +15,5 @@ export const featureRoutes: ((app: FastifyInstance) => Promise<void>)[] = [
   rerankRoutes,
   chatRoutes,
   embeddingsRoutes,
+  adminRoutes,
 ];

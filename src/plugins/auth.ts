@@ -17,6 +17,8 @@ export type AnonymousLimitHook = (request: FastifyRequest, reply: FastifyReply) 
 declare module "fastify" {
   interface FastifyInstance {
     anonymousLimit: AnonymousLimitHook | null;
+    /** The accounts/keys/usage store, for the admin API. */
+    keyStore: Store;
   }
 }
 
@@ -63,6 +65,7 @@ export const authPlugin = fp(
     });
 
     if (!app.hasDecorator("anonymousLimit")) app.decorate("anonymousLimit", null);
+    app.decorate("keyStore", store);
     app.decorateRequest("auth", null);
 
     async function lookup(hash: string, now: number): Promise<CachedKey | null> {

@@ -10,11 +10,11 @@ function digest(text: string): Buffer {
 /**
  * Guards /admin/v1 routes (declared `config: { public: true }` so API-key auth skips them). The admin token comes
  * from config `adminToken`, sent as `Authorization: Bearer <token>` or `x-admin-token`; it is never an API key and
- * the /v1 auth never accepts it. With no adminToken configured the admin API answers 404 as if it did not exist.
+ * the /v1 auth never accepts it. With no adminToken configured the admin API is off: every call is 401.
  */
 export function requireAdmin(request: FastifyRequest): void {
   const expected = request.server.ctx.config.adminToken;
-  if (!expected) throw new AppError("model_not_found", { message: `Unknown path ${request.url.split("?")[0]}.` });
+  if (!expected) throw new AppError("invalid_api_key", { message: "The admin API is disabled: no adminToken is configured." });
   const header = request.headers.authorization;
   const bearer = typeof header === "string" ? /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header)?.[1] : undefined;
   const alt = request.headers["x-admin-token"];

@@ -1,0 +1,57 @@
+import { CliError, type CliContext, type Command, type CommandResult } from "./command.ts";
+import { createAccount, listAccounts, updateAccount, type AccountView } from "../keys/lifecycle.ts";
+import { list, options, str, table, usageError, withStore } from "../keys/cli-support.ts";
+
+const usage = `usage:
+  modelgate accounts create NAME [--plan P] [--allow-ip CIDR,...] [--contact EMAIL,...] [--json]
+  modelgate accounts update NAME|ID [--plan P] [--allow-ip CIDR,...|--clear-allow-ip] [--contact EMAIL,...] [--rename NEW] [--json]
+  modelgate accounts list [--json]`;
+
+function shape(a: AccountView) {
+  return { id: a.id, name: a.name, plan: a.plan, allowIps: a.allowIps };
+}
+
+function describe(a: AccountView): string {
+  const ips = a.allowIps.length ? a.allowIps.join(",") : "any address";
+  return `account ${a.name} (${a.id}) plan=${a.plan} allow=${ips}${a.contacts.length ? ` contacts=${a.contacts.join(",")}` : ""}`;
+}
+
+export const accountsCommand: Command = {
+  name: "accounts",
+  summary: "Create, update and list accounts",
+  async run(args: string[], ctx: CliContext): Promise<CommandResult> {
+    const [sub, ...rest] = args;
+    switch (sub) {
+      case "create": {
+        const { options: o, positionals } = options(rest, { plan: "string", "allow-ip": "string", contact: "string" }, usage);
+        if (positionals.length !== 1) throw new CliError("invalid_argument", `accounts create needs exactly one NAME\n${usage}`);
+        const account = await withStore(ctx, (store) =>
+          createAccount(store, ctx.config, { name: positionals[0], plan: str(o.plan), allowIps: list(o["allow-ip"]), contacts: list(o.contact) }),
+        );
+        return { json: shape(account), text: `created ${describe(account)}` };
+      }
+      case "update": {
+        const { options: o, positionals } = options(
+          rest,
+          { plan: "string", "allow-ip": "string", "clear-allow-ip": "boolean", contact: "string", rename: "string" },
+          usage,
+        );
+        if (positionals.length !== 1) throw new CliError("invalid_argument", `accounts update needs exactly one NAME or ID\n${usage}`);
+        const allowIps = o["clear-allow-ip"] ? [] : list(o["allow-ip"]);
+        const account = await withStore(ctx, (store) =>
+          updateAccount(store, ctx.config, positionals[0], { plan: str(o.plan), allowIps, contacts: list(o.contact), name: str(o.rename) }),
+        );
+        return { json: shape(account), text: `updated ${describe(account)}` };
+      }
+      case "list": {
+        const { positionals } = options(rest, {}, usage);
+        if (positionals.length) throw new CliError("invalid_argument", `unexpected argument ${positionals[0]}\n${usage}`);
+        const accounts = await withStore(ctx, (store) => listAccounts(store));
+        const rows = [["ID", "NAME", "PLAN", "ALLOW-IPS", "CONTACTS"], ...accounts.map((a) => [a.id, a.name, a.plan, a.allowIps.join(",") || "-", a.contacts.join(",") || "-"])];
+        return { json: accounts, text: accounts.length ? table(rows) : "no accounts" };
+      }
+      default:
+        throw usageError(sub, usage);
+    }
+  },
+};

@@ -1,0 +1,74 @@
+import { CliError, type CliContext, type Command, type CommandResult } from "./command.ts";
+import { createKey, listKeys, revokeKey, rotateKey, type CreatedKey } from "../keys/lifecycle.ts";
+import { list, options, str, table, usageError, withStore } from "../keys/cli-support.ts";
+
+const usage = `usage:
+  modelgate keys create --account NAME|ID [--name N] [--models p1,p2] [--endpoints chat,embeddings,transcriptions,rerank,models] [--deployment D] [--json]
+  modelgate keys list [--account NAME|ID] [--json]
+  modelgate keys rotate ID [--json]     a second key with the same account, scopes and deployment; the old one stays active
+  modelgate keys revoke ID [--json]     permanent`;
+
+function created(k: CreatedKey, verb: string): CommandResult {
+  return {
+    json: { id: k.id, key: k.key, prefix: k.prefix, account: k.account },
+    text: `${verb} key ${k.id} for account ${k.accountName} (${k.account})\n\n  ${k.key}\n\nThis is the only time the key is shown; store it now.`,
+  };
+}
+
+function one(positionals: string[], what: string): string {
+  if (positionals.length !== 1) throw new CliError("invalid_argument", `keys ${what} needs exactly one key ID\n${usage}`);
+  return positionals[0];
+}
+
+export const keysCommand: Command = {
+  name: "keys",
+  summary: "Create, list, rotate and revoke API keys",
+  async run(args: string[], ctx: CliContext): Promise<CommandResult> {
+    const [sub, ...rest] = args;
+    switch (sub) {
+      case "create": {
+        const { options: o, positionals } = options(rest, { account: "string", name: "string", models: "string", endpoints: "string", deployment: "string" }, usage);
+        if (positionals.length) throw new CliError("invalid_argument", `unexpected argument ${positionals[0]}\n${usage}`);
+        const account = str(o.account);
+        if (!account) throw new CliError("invalid_argument", `keys create needs --account NAME|ID\n${usage}`);
+        const key = await withStore(ctx, (store) =>
+          createKey(store, { account, name: str(o.name), models: list(o.models), endpoints: list(o.endpoints), deployment: str(o.deployment) }),
+        );
+        return created(key, "created");
+      }
+      case "list": {
+        const { options: o, positionals } = options(rest, { account: "string" }, usage);
+        if (positionals.length) throw new CliError("invalid_argument", `unexpected argument ${positionals[0]}\n${usage}`);
+        const keys = await withStore(ctx, (store) => listKeys(store, str(o.account)));
+        const rows = [
+          ["ID", "PREFIX", "ACCOUNT", "NAME", "MODELS", "ENDPOINTS", "DEPLOYMENT", "CREATED", "LAST-USED", "STATE"],
+          ...keys.map((k) => [
+            k.id,
+            k.prefix,
+            k.accountName,
+            k.name ?? "-",
+            k.models?.join(",") ?? "*",
+            k.endpoints?.join(",") ?? "*",
+            k.deployment ?? "-",
+            k.createdAt,
+            k.lastUsedAt ?? "-",
+            k.revokedAt ? `revoked ${k.revokedAt}` : "active",
+          ]),
+        ];
+        return { json: keys, text: keys.length ? table(rows) : "no keys" };
+      }
+      case "rotate": {
+        const { positionals } = options(rest, {}, usage);
+        const key = await withStore(ctx, (store) => rotateKey(store, one(positionals, "rotate")));
+        return created(key, "rotated: new");
+      }
+      case "revoke": {
+        const { positionals } = options(rest, {}, usage);
+        const result = await withStore(ctx, (store) => revokeKey(store, one(positionals, "revoke")));
+        return { json: result, text: `revoked ${result.id} at ${result.revokedAt}` };
+      }
+      default:
+        throw usageError(sub, usage);
+    }
+  },
+};

@@ -1,0 +1,54 @@
+import pino from "pino";
+import type { FastifyBaseLogger } from "fastify";
+import { CliError, type CliContext } from "../cli/command.ts";
+import { parseOptions } from "../cli/args.ts";
+import { openStore, type Store } from "../store/store.ts";
+import { LifecycleError } from "./lifecycle.ts";
+
+/** Opens the store with a silent logger, runs `fn`, closes the store; lifecycle errors become CLI errors. */
+export async function withStore<T>(ctx: CliContext, fn: (store: Store) => Promise<T>): Promise<T> {
+  const log = pino({ level: "silent" }) as unknown as FastifyBaseLogger;
+  let store: Store;
+  try {
+    store = await openStore(ctx.config, log);
+  } catch (err) {
+    throw new CliError("store_unavailable", `cannot open the store: ${(err as Error).message}`);
+  }
+  try {
+    return await fn(store);
+  } catch (err) {
+    if (err instanceof LifecycleError) throw new CliError(err.code === "not_found" ? "not_found" : "invalid_argument", err.message);
+    throw err;
+  } finally {
+    await store.close();
+  }
+}
+
+/** parseOptions with CLI errors carrying the usage text. */
+export function options(args: string[], known: Record<string, "string" | "boolean">, usage: string): ReturnType<typeof parseOptions> {
+  try {
+    return parseOptions(args, { json: "boolean", ...known });
+  } catch (err) {
+    throw new CliError("invalid_argument", `${(err as Error).message}\n${usage}`);
+  }
+}
+
+/** "a,b, c" -> ["a","b","c"]; an option given as a boolean or missing -> undefined. */
+export function list(value: string | boolean | undefined): string[] | undefined {
+  if (typeof value !== "string") return undefined;
+  return value.split(",").map((v) => v.trim()).filter(Boolean);
+}
+
+export function str(value: string | boolean | undefined): string | undefined {
+  return typeof value === "string" ? value : undefined;
+}
+
+export function table(rows: string[][]): string {
+  const widths = rows[0].map((_, col) => Math.max(...rows.map((r) => r[col].length)));
+  return rows.map((r) => r.map((cell, col) => (col === r.length - 1 ? cell : cell.padEnd(widths[col]))).join("  ")).join("\n");
+}
+
+export function usageError(sub: string | undefined, usage: string): CliError {
+  if (sub === undefined || sub === "--help" || sub === "-h" || sub === "help") return new CliError("usage", usage);
+  return new CliError("invalid_argument", `unknown subcommand "${sub}"\n${usage}`);
+}
