@@ -183,6 +183,13 @@ function heldBack(text: string, stops: string[]): number {
   return hold;
 }
 
+interface LlavaProcessorConfig {
+  image_token?: string;
+  patch_size?: number;
+  num_additional_image_tokens?: number;
+  vision_feature_select_strategy?: string;
+}
+
 type TemplatePart = { type: "image" } | { type: "text"; text: string };
 
 /** Chat messages in the shape chat templates expect, and the images in prompt order. */
@@ -240,10 +247,15 @@ async function buildInputs(chat: ChatMessage[]): Promise<{ inputs: Record<string
   if (settings!.layout === "llava") {
     // LlavaProcessor(images, text) expands only the first image token; expand each one so several images work.
     const imageInputs = await proc.image_processor!(raw);
-    const { image_token, patch_size, num_additional_image_tokens } = (proc as unknown as { config: { image_token: string; patch_size: number; num_additional_image_tokens?: number } }).config;
-    const [height, width] = (imageInputs.pixel_values as Tensor).dims.slice(-2);
-    const perImage = Math.floor(height / patch_size) * Math.floor(width / patch_size) + (num_additional_image_tokens ?? 0);
-    const expanded = prompt.split(image_token).join(image_token.repeat(perImage));
+    const config = (proc as unknown as { config?: LlavaProcessorConfig }).config ?? {};
+    let expanded = prompt;
+    if (config.image_token && config.patch_size) {
+      const [height, width] = (imageInputs.pixel_values as Tensor).dims.slice(-2);
+      let perImage = Math.floor(height / config.patch_size) * Math.floor(width / config.patch_size) + (config.num_additional_image_tokens ?? 0);
+      // As in transformers' LlavaProcessor: the "default" strategy drops the CLS feature.
+      if (config.vision_feature_select_strategy === "default") perImage -= 1;
+      expanded = prompt.split(config.image_token).join(config.image_token.repeat(perImage));
+    }
     return { inputs: { ...imageInputs, ...tokenizer(expanded) }, images: raw.length };
   }
   const inputs = await (proc as unknown as (text: string, images: RawImage[]) => Promise<Record<string, unknown>>)(prompt, raw);
