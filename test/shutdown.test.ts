@@ -1,0 +1,40 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { buildConfig } from "../src/config/load-config.ts";
+import { modelsDir, spawnServer, tempDir, trustingFetch } from "./helpers/server.ts";
+import { createKey } from "./helpers/keys.ts";
+
+test("issue 3.12 SIGTERM stops accepting, drains an in-flight stream to [DONE], then exits 0", async () => {
+  const dir = tempDir();
+  const raw = {
+    dataDir: path.join(dir, "data"),
+    server: { shutdownTimeout: "30s" },
+    models: [{ id: "stories", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"], contextSize: 2048, parallel: 1, threads: 1 }],
+  };
+  const server = await spawnServer(raw, dir);
+  const { key } = await createKey(buildConfig(raw, path.join(dir, "c.yaml")), {});
+  const { fetch } = trustingFetch(readFileSync(path.join(dir, "data/tls/cert.pem"), "utf8"));
+  const res = await fetch(`${server.origin}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: "stories", stream: true, max_tokens: 1500, temperature: 1, seed: 1, messages: [{ role: "user", content: "Once upon a time" }] }),
+  });
+  assert.equal(res.status, 200);
+  const reader = res.body!.getReader();
+  const first = await reader.read();
+  assert.ok(!first.done);
+  const exited = server.stop("SIGTERM");
+  await new Promise((r) => setTimeout(r, 500));
+  const fresh = trustingFetch(readFileSync(path.join(dir, "data/tls/cert.pem"), "utf8"));
+  await assert.rejects(fresh.fetch(`${server.origin}/healthz`), "no new connections while draining");
+  let text = new TextDecoder().decode(first.value);
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    text += new TextDecoder().decode(value);
+  }
+  assert.match(text, /data: \[DONE\]\n\n$/, "the stream in flight finished normally");
+  assert.equal(await exited, 0);
+});
