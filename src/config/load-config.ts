@@ -7,6 +7,7 @@ import type { AppConfig, ModelEntry, Plan } from "./app-config.ts";
 import { parseDuration } from "./duration.ts";
 import { isHubRef, localPathForHubRef, parseHubRef } from "../catalog/hub-ref.ts";
 import { defaultCatalog } from "../catalog/default-catalog.ts";
+import { parseCidr } from "../keys/ip-allowlist.ts";
 
 export class ConfigError extends Error {
   constructor(message: string) {
@@ -124,6 +125,10 @@ export function buildConfig(raw: unknown, file: string | null, overrides: Config
   for (const [name, plan] of Object.entries(input.plans ?? {})) plans[name] = resolvePlan(name, plan);
   const defaultPlan = input.defaultPlan ?? defaultPlanName;
   if (!plans[defaultPlan]) throw new ConfigError(`${file ?? "config"}: defaultPlan "${defaultPlan}" is not in plans`);
+
+  for (const [i, cidr] of (server.trustProxy ?? []).entries()) {
+    if (!parseCidr(cidr)) throw new ConfigError(`${file ?? "config"}: invalid CIDR "${cidr}" at server.trustProxy[${i}]`);
+  }
 
   const usingDefaultCatalog = input.models === undefined;
   const modelConfigs = input.models ?? defaultCatalog;

@@ -1,6 +1,6 @@
 import fp from "fastify-plugin";
 import { AppError } from "../errors/app-error.ts";
-import { anyCidrContains, normalizeIp, parseCidr } from "../http/cidr.ts";
+import { IpAllowlist, normalizeIp } from "../keys/ip-allowlist.ts";
 
 /**
  * Works out the client's address. Only peers inside `trustProxy` may set X-Forwarded-For/-Proto; a trusted proxy
@@ -8,12 +8,12 @@ import { anyCidrContains, normalizeIp, parseCidr } from "../http/cidr.ts";
  */
 export const proxyPlugin = fp(
   async (app, opts: { trustProxy: string[] }) => {
-    const trusted = opts.trustProxy.map(parseCidr);
+    const trusted = new IpAllowlist(opts.trustProxy);
     app.decorateRequest("clientIp", "");
     app.addHook("onRequest", async (request) => {
       const peer = normalizeIp(request.socket.remoteAddress ?? "");
       request.clientIp = peer;
-      if (trusted.length === 0 || !anyCidrContains(trusted, peer)) return;
+      if (!trusted.allows(peer)) return;
       const forwardedFor = request.headers["x-forwarded-for"];
       if (typeof forwardedFor === "string" && forwardedFor.trim()) {
         // Walk from the nearest hop back; the first address not itself a trusted proxy is the client.
@@ -21,7 +21,7 @@ export const proxyPlugin = fp(
         let client = peer;
         for (let i = hops.length - 1; i >= 0; i--) {
           client = hops[i];
-          if (!anyCidrContains(trusted, client)) break;
+          if (!trusted.allows(client)) break;
         }
         request.clientIp = client;
       }
