@@ -18,10 +18,14 @@ interface Encoded {
   token_type_ids?: number[];
 }
 
-/** Tokenized work waiting between `prepare*` and the run, keyed by the request object the service passes to both. */
+/**
+ * Tokenized work waiting between `prepare*` and the run. It is keyed by the inputs/documents array, which the
+ * services pass to both calls (the request objects around it may differ), so nothing is tokenized twice.
+ */
 interface Prepared {
   batches: TokenBatch[];
   promptTokens: number;
+  query: string | null;
 }
 
 /** The pooling a sentence-transformers model declares (modules.json -> Pooling -> config.json); mean by default. */
@@ -105,7 +109,7 @@ export class OnnxEncoderEngine implements Engine {
 
   /** Tokenizes and checks every input; 400 invalid_parameter `input` / `input[i]` when one is too long. */
   prepareEmbed(req: EmbedRequest): { promptTokens: number } {
-    const cached = this.prepared.get(req);
+    const cached = this.prepared.get(req.inputs);
     if (cached) return { promptTokens: cached.promptTokens };
     const tokenizer = this.requireTokenizer();
     const limit = this.maxTokens!;
@@ -127,15 +131,15 @@ export class OnnxEncoderEngine implements Engine {
       });
       batches.push(pad(rows, tokenizer));
     }
-    this.prepared.set(req, { batches, promptTokens });
+    this.prepared.set(req.inputs, { batches, promptTokens, query: null });
     return { promptTokens };
   }
 
   async embed(req: EmbedRequest, signal: AbortSignal): Promise<EmbedResult> {
     const pool = this.requirePool();
     this.prepareEmbed(req);
-    const { batches, promptTokens } = this.prepared.get(req)!;
-    this.prepared.delete(req);
+    const { batches, promptTokens } = this.prepared.get(req.inputs)!;
+    this.prepared.delete(req.inputs);
     const { dim, data } = await pool.call<{ dim: number; data: Float32Array }>("embed", { batches }, { signal, transfer: transferables(batches) });
     const vectors: Float32Array[] = [];
     for (let i = 0; i < req.inputs.length; i++) vectors.push(data.subarray(i * dim, (i + 1) * dim));
@@ -147,8 +151,8 @@ export class OnnxEncoderEngine implements Engine {
    * cannot fit, else `documents[i]` for the first pair that does not.
    */
   prepareRerank(req: RerankRequest): { promptTokens: number } {
-    const cached = this.prepared.get(req);
-    if (cached) return { promptTokens: cached.promptTokens };
+    const cached = this.prepared.get(req.documents);
+    if (cached && cached.query === req.query) return { promptTokens: cached.promptTokens };
     const tokenizer = this.requireTokenizer();
     const limit = this.maxTokens!;
     const queryAlone = (tokenizer([req.query], { text_pair: [""], return_tensor: false }) as unknown as BatchEncoded).input_ids[0].length;
@@ -181,7 +185,7 @@ export class OnnxEncoderEngine implements Engine {
       });
       batches.push(pad(rows, tokenizer));
     }
-    this.prepared.set(req, { batches, promptTokens });
+    this.prepared.set(req.documents, { batches, promptTokens, query: req.query });
     return { promptTokens };
   }
 
@@ -189,8 +193,8 @@ export class OnnxEncoderEngine implements Engine {
     const pool = this.requirePool();
     if (req.documents.length === 0) return { scores: [], promptTokens: 0 };
     this.prepareRerank(req);
-    const { batches, promptTokens } = this.prepared.get(req)!;
-    this.prepared.delete(req);
+    const { batches, promptTokens } = this.prepared.get(req.documents)!;
+    this.prepared.delete(req.documents);
     const scores = await pool.call<number[]>("score", { batches }, { signal, transfer: transferables(batches) });
     return { scores, promptTokens };
   }

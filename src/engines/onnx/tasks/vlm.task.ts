@@ -219,14 +219,14 @@ async function decodeImage(img: { data: Uint8Array; mime: string; param: string 
     const meta = await sharp(img.data).metadata();
     if ((meta.width ?? 0) * (meta.height ?? 0) > MAX_IMAGE_PIXELS) {
       throw new AppError("invalid_parameter", {
-        param: img.param,
+        param: `${img.param}.image_url.url`,
         message: `The image is ${meta.width}x${meta.height} pixels; at most ${MAX_IMAGE_PIXELS} pixels are accepted.`,
       });
     }
     return await RawImage.fromBlob(new Blob([img.data as Uint8Array<ArrayBuffer>], { type: img.mime }));
   } catch (err) {
     if (err instanceof AppError) throw err;
-    throw new AppError("invalid_parameter", { param: img.param, message: `The image could not be decoded: ${(err as Error).message}` });
+    throw new AppError("invalid_parameter", { param: `${img.param}.image_url.url`, message: `The image could not be decoded: ${(err as Error).message}` });
   }
 }
 
