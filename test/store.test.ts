@@ -1,0 +1,119 @@
+import { after, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { rmSync, statSync } from "node:fs";
+import path from "node:path";
+import { buildConfig } from "../src/config/load-config.ts";
+import type { AppConfig } from "../src/config/app-config.ts";
+import { openStore } from "../src/store/store.ts";
+import { UsageRecorder } from "../src/store/usage-recorder.ts";
+import { LifecycleError, createAccount, createKey, listKeys, revokeKey, rotateKey, updateAccount } from "../src/keys/lifecycle.ts";
+import { hashKey } from "../src/keys/key-secret.ts";
+import { freshPostgres, silentLogger } from "./helpers/keys.ts";
+import { tempDir } from "./helpers/server.ts";
+
+const plans = { dedicated: { ipAllowlist: true, rateLimit: { requests: 5, window: "1s" } } };
+
+async function configs(): Promise<{ name: string; config: AppConfig; cleanup(): Promise<void> }[]> {
+  const dir = tempDir();
+  const pgdb = await freshPostgres();
+  return [
+    { name: "sqlite", config: buildConfig({ dataDir: dir, models: [], plans }, null), cleanup: async () => rmSync(dir, { recursive: true, force: true }) },
+    { name: "postgres", config: buildConfig({ dataDir: dir, models: [], plans, database: { url: pgdb.url } }, null), cleanup: () => pgdb.drop() },
+  ];
+}
+
+const all = await configs();
+after(async () => {
+  for (const c of all.reverse()) await c.cleanup();
+});
+
+for (const { name, config } of all) {
+  describe(`store on ${name}`, () => {
+    test("migrations run once and are idempotent across opens", async () => {
+      const a = await openStore(config, silentLogger());
+      await a.close();
+      const b = await openStore(config, silentLogger());
+      assert.equal(b.dialect, name);
+      await b.close();
+      if (name === "sqlite") {
+        const secret = statSync(path.join(config.dataDir, "secret"));
+        assert.equal(secret.mode & 0o777, 0o600);
+      }
+    });
+
+    test("§3 create, rotate, revoke: the key value is stored only as an HMAC", async () => {
+      const store = await openStore(config, silentLogger());
+      try {
+        const account = await createAccount(store, config, { name: `acme-${name}`, plan: "dedicated", allowIps: ["10.0.0.0/8", "2001:db8::/32"], contacts: ["ops@acme.example"] });
+        assert.deepEqual(account.allowIps, ["10.0.0.0/8", "2001:db8::/32"]);
+        const key = await createKey(store, { account: account.name, models: ["qwen*"], endpoints: ["chat", "models"], deployment: "dedicated-a" });
+        assert.match(key.key, /^mg_/);
+        assert.equal(key.account, account.id);
+        const raw = await store.db.selectFrom("api_keys").selectAll().where("id", "=", key.id).executeTakeFirstOrThrow();
+        assert.equal(raw.hash, hashKey(store.keySecret, key.key));
+        assert.ok(!Object.values(raw).some((v) => typeof v === "string" && v.includes(key.key.slice(11))), "key body never stored");
+
+        const found = await store.keys.findByHash(hashKey(store.keySecret, key.key));
+        assert.equal(found?.key.id, key.id);
+        assert.deepEqual(found?.key.models, ["qwen*"]);
+        assert.equal(found?.account.plan, "dedicated");
+
+        const rotated = await rotateKey(store, key.id);
+        assert.notEqual(rotated.key, key.key);
+        assert.deepEqual([rotated.models, rotated.endpoints, rotated.deployment, rotated.account], [["qwen*"], ["chat", "models"], "dedicated-a", account.id]);
+        const keys = await listKeys(store, account.name);
+        assert.deepEqual(keys.map((k) => k.revokedAt), [null, null], "old key stays active after rotation");
+
+        const revoked = await revokeKey(store, key.id);
+        assert.ok(revoked.revokedAt);
+        const again = await revokeKey(store, key.id);
+        assert.equal(again.revokedAt, revoked.revokedAt, "revocation is permanent and keeps its time");
+        await assert.rejects(rotateKey(store, key.id), LifecycleError);
+      } finally {
+        await store.close();
+      }
+    });
+
+    test("account validation: unknown plan, bad CIDR, allowlist on a plan without it", async () => {
+      const store = await openStore(config, silentLogger());
+      try {
+        await assert.rejects(createAccount(store, config, { name: `x-${name}`, plan: "nope" }), /unknown plan/);
+        await assert.rejects(createAccount(store, config, { name: `x-${name}`, plan: "dedicated", allowIps: ["10.0.0.0/40"] }), /invalid CIDR/);
+        await assert.rejects(createAccount(store, config, { name: `x-${name}`, allowIps: ["10.0.0.0/8"] }), /does not include IP allowlisting/);
+        const a = await createAccount(store, config, { name: `y-${name}` });
+        assert.equal(a.plan, "default");
+        await assert.rejects(createAccount(store, config, { name: `y-${name}` }), /already exists/);
+        const updated = await updateAccount(store, config, a.id, { plan: "dedicated", allowIps: ["192.0.2.0/24"] });
+        assert.deepEqual([updated.plan, updated.allowIps], ["dedicated", ["192.0.2.0/24"]]);
+        await assert.rejects(createKey(store, { account: a.id, endpoints: ["chat", "images"] }), /unknown endpoint/);
+      } finally {
+        await store.close();
+      }
+    });
+
+    test("usage is summed per key, model and endpoint in batches", async () => {
+      const store = await openStore(config, silentLogger());
+      const recorder = new UsageRecorder(store, silentLogger());
+      try {
+        const account = await createAccount(store, config, { name: `usage-${name}` });
+        const key = await createKey(store, { account: account.id });
+        for (let i = 0; i < 3; i++) recorder.record({ keyId: key.id, accountId: account.id, model: "m1", endpoint: "chat", promptTokens: 10, completionTokens: 5 });
+        recorder.record({ keyId: key.id, accountId: account.id, model: "e1", endpoint: "embeddings", promptTokens: 7, completionTokens: 0 });
+        await recorder.flush();
+        recorder.record({ keyId: key.id, accountId: account.id, model: "m1", endpoint: "chat", promptTokens: 1, completionTokens: 1 });
+        await recorder.flush();
+        const rows = await store.usage.summary(account.id);
+        assert.deepEqual(
+          rows.map((r) => [r.model, r.endpoint, r.requests, r.promptTokens, r.completionTokens]),
+          [
+            ["e1", "embeddings", 1, 7, 0],
+            ["m1", "chat", 4, 31, 16],
+          ],
+        );
+      } finally {
+        await recorder.close();
+        await store.close();
+      }
+    });
+  });
+}
