@@ -78,3 +78,16 @@ test("an aborted signal stops rerank", async () => {
   controller.abort(new Error("gone"));
   await assert.rejects(engine.rerank({ query, documents }, controller.signal), /gone/);
 });
+
+test("an abort during a long request stops it between slices", async () => {
+  const many = Array.from({ length: 400 }, (_, i) => `Paris is the capital of France ${i}.`);
+  const controller = new AbortController();
+  const started = Date.now();
+  const full = engine.rerank({ query, documents: many.slice(0, 40) }, new AbortController().signal);
+  await full;
+  const perDoc = (Date.now() - started) / 40;
+  setTimeout(() => controller.abort(new Error("client went away")), 50);
+  const t0 = Date.now();
+  await assert.rejects(engine.rerank({ query, documents: many }, controller.signal), /client went away/);
+  assert.ok(Date.now() - t0 < perDoc * 400 * 0.6, `abort took ${Date.now() - t0} ms; the whole list takes about ${Math.round(perDoc * 400)} ms`);
+});

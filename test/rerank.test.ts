@@ -20,6 +20,7 @@ before(async () => {
     },
     models: [
       { id: "bert-rerank", engine: "llama", source: path.join(modelsDir, "forged/bert-rerank-tiny.gguf"), capabilities: ["rerank"], threads: 1 },
+      { id: "bert-rerank-q0", engine: "llama", source: path.join(modelsDir, "forged/bert-rerank-tiny.gguf"), capabilities: ["rerank"], threads: 1, parallel: 1, queueSize: 0 },
       { id: "cross-encoder", engine: "onnx", source: path.join(modelsDir, "forged/cross-encoder-tiny"), capabilities: ["rerank"], threads: 1 },
       { id: "stories", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"], contextSize: 128, threads: 1, load: "lazy" },
     ],
@@ -158,4 +159,21 @@ test("usage is recorded per key and model under the rerank endpoint", async () =
   } finally {
     await store.close();
   }
+});
+
+test("decisions.md check order: input length (400) before capacity (503 overloaded with Retry-After)", async () => {
+  const many = Array.from({ length: 300 }, (_, i) => `Paris is the capital of France ${i}.`);
+  const busy = rerank({ model: "bert-rerank-q0", query, documents: many });
+  const runner = srv.server.ctx.catalog.find("bert-rerank-q0")!;
+  const deadline = Date.now() + 10_000;
+  while (runner.stats().active === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+  assert.equal(runner.stats().active, 1, "the long request holds the only slot");
+  const tooLong = await rerank({ model: "bert-rerank-q0", query, documents: ["Paris ".repeat(3000)] });
+  const overloaded = await rerank({ model: "bert-rerank-q0", query, documents });
+  const first = await busy;
+  assert.equal(first.status, 200);
+  await expectError(tooLong, 400, "invalid_parameter", "documents[0]");
+  const body = await expectError(overloaded, 503, "overloaded", null);
+  assert.equal(body.error.type, "server_error");
+  assert.ok(Number(overloaded.headers.get("retry-after")) >= 1);
 });
