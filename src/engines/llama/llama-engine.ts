@@ -3,6 +3,7 @@ import {
   resolveChatWrapper,
   type ChatWrapper,
   type LlamaContext,
+  type LlamaContextSequence,
   type LlamaEmbeddingContext,
   type LlamaModel,
 } from "node-llama-cpp";
@@ -36,6 +37,12 @@ export class LlamaEngine implements Engine {
   private context: LlamaContext | null = null;
   private embedder: LlamaEmbeddingContext | null = null;
   private wrapper: ChatWrapper | null = null;
+  /**
+   * The context's sequences, created once and lent out one per generation. Reusing them (rather than disposing,
+   * which frees the id only asynchronously) makes a freed sequence available at once, and lets node-llama-cpp
+   * reuse a shared prompt prefix still in the sequence's KV cache.
+   */
+  private freeSequences: LlamaContextSequence[] = [];
 
   constructor(readonly entry: ModelEntry) {
     this.capabilities = new Set(entry.capabilities);
@@ -65,6 +72,7 @@ export class LlamaEngine implements Engine {
           threads,
           createSignal: signal,
         });
+        this.freeSequences = Array.from({ length: this.entry.parallel }, () => this.context!.getSequence());
         this.wrapper = model.fileInfo.metadata.tokenizer?.chat_template ? resolveChatWrapper(model) : new PlainTextChatWrapper();
       }
       if (this.capabilities.has("embeddings")) {
@@ -85,12 +93,13 @@ export class LlamaEngine implements Engine {
     await this.model?.dispose();
     this.embedder = null;
     this.context = null;
+    this.freeSequences = [];
     this.model = null;
   }
 
   /** Free sequences in the chat context (for tests and stats). */
   get sequencesLeft(): number {
-    return this.context?.sequencesLeft ?? 0;
+    return this.freeSequences.length;
   }
 
   private ready(): { model: LlamaModel; context: LlamaContext; wrapper: ChatWrapper } {
@@ -121,13 +130,15 @@ export class LlamaEngine implements Engine {
   }
 
   async *chat(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
-    const { context, wrapper } = this.ready();
+    const { wrapper } = this.ready();
     const { plan } = prepared as LlamaPreparedChat;
     signal.throwIfAborted();
     const stop = new AbortController();
     const onAbort = () => stop.abort(signal.reason);
     signal.addEventListener("abort", onAbort, { once: true });
-    const sequence = context.getSequence();
+    const sequence = this.freeSequences.pop();
+    if (!sequence) throw new Error(`model ${this.entry.id}: no free sequence (the scheduler admits at most parallel=${this.entry.parallel})`);
+    const startTokens = sequence.tokenMeter.usedOutputTokens;
     const chat = new LlamaChat({ contextSequence: sequence, chatWrapper: plan.wrapper ?? wrapper });
     const queue = new DeltaQueue<ChatDelta>();
     const temperature = req.temperature ?? this.entry.defaults.temperature ?? defaultTemperature;
@@ -171,7 +182,7 @@ export class LlamaEngine implements Engine {
           queue.push({
             type: "done",
             finishReason,
-            usage: { promptTokens: prepared.promptTokens, completionTokens: sequence.tokenMeter.usedOutputTokens },
+            usage: { promptTokens: prepared.promptTokens, completionTokens: sequence.tokenMeter.usedOutputTokens - startTokens },
           });
           queue.end();
         },
@@ -187,7 +198,8 @@ export class LlamaEngine implements Engine {
       signal.removeEventListener("abort", onAbort);
       stop.abort();
       await generation;
-      chat.dispose({ disposeSequence: true });
+      chat.dispose({ disposeSequence: false });
+      this.freeSequences.push(sequence);
     }
   }
 

@@ -1,0 +1,239 @@
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import path from "node:path";
+import OpenAI from "openai";
+import { startServer, modelsDir, type TestServer } from "./helpers/server.ts";
+import type { LlamaEngine } from "../src/engines/llama/llama-engine.ts";
+
+let srv: TestServer;
+let key: string;
+
+const stories = path.join(modelsDir, "stories260K.gguf");
+
+before(async () => {
+  srv = await startServer({
+    models: [
+      { id: "stories", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 4, threads: 1, queueSize: 256 },
+      { id: "single", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 1, threads: 1, queueSize: 1 },
+      { id: "lazy", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 1, threads: 1, load: "lazy" },
+    ],
+  });
+  key = (await srv.createKey()).key;
+});
+
+after(async () => {
+  await srv?.close();
+});
+
+const once = [{ role: "user", content: "Once upon a time" }];
+
+function post(body: Record<string, unknown>, signal?: AbortSignal): Promise<Response> {
+  return srv.fetch(`${srv.baseURL}/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+    signal,
+  });
+}
+
+interface Chunk {
+  id: string;
+  object: string;
+  created: number;
+  model: string;
+  choices: { index: number; delta: Record<string, unknown>; finish_reason: string | null }[];
+  usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number } | null;
+}
+
+/** Splits the raw body into events, checking the `data: <json>\n\n` framing byte for byte. */
+function parseEvents(raw: string): { chunks: Chunk[]; done: boolean } {
+  assert.ok(raw.endsWith("\n\n"), "every event ends with a blank line");
+  const events = raw.slice(0, -2).split("\n\n");
+  const chunks: Chunk[] = [];
+  let done = false;
+  for (const event of events) {
+    if (event.startsWith(":")) continue;
+    assert.ok(event.startsWith("data: "), `event line format: ${JSON.stringify(event)}`);
+    assert.ok(!event.includes("\n"), "one data line per event");
+    assert.ok(!done, "nothing after [DONE]");
+    const data = event.slice(6);
+    if (data === "[DONE]") done = true;
+    else chunks.push(JSON.parse(data) as Chunk);
+  }
+  return { chunks, done };
+}
+
+test("§6 stream framing: role chunk first, null finish_reason in the middle, empty final delta, [DONE], one id and created", async () => {
+  const res = await post({ model: "stories", messages: once, max_tokens: 20, temperature: 0, stream: true });
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get("content-type")!, /^text\/event-stream/);
+  assert.ok(res.headers.get("x-request-id"));
+  const { chunks, done } = parseEvents(await res.text());
+  assert.ok(done, "terminated by data: [DONE]");
+  assert.ok(chunks.length >= 3);
+  assert.deepEqual(chunks[0].choices[0].delta, { role: "assistant", content: "" });
+  assert.equal(chunks[0].choices[0].finish_reason, null);
+  for (const c of chunks.slice(1, -1)) {
+    assert.equal(c.choices[0].finish_reason, null);
+    assert.deepEqual(Object.keys(c.choices[0].delta), ["content"]);
+  }
+  const last = chunks.at(-1)!;
+  assert.deepEqual(last.choices[0].delta, {});
+  assert.equal(last.choices[0].finish_reason, "length");
+  assert.equal(new Set(chunks.map((c) => c.id)).size, 1);
+  assert.equal(new Set(chunks.map((c) => c.created)).size, 1);
+  for (const c of chunks) {
+    assert.equal(c.object, "chat.completion.chunk");
+    assert.equal(c.model, "stories");
+    assert.equal(c.choices[0].index, 0);
+    assert.equal("usage" in c, false, "no usage field unless stream_options.include_usage");
+  }
+  const streamed = chunks.map((c) => c.choices[0].delta.content ?? "").join("");
+  const plain = await post({ model: "stories", messages: once, max_tokens: 20, temperature: 0 });
+  const body = (await plain.json()) as { choices: { message: { content: string } }[] };
+  assert.equal(streamed, body.choices[0].message.content);
+});
+
+test("§6 stream_options.include_usage adds the usage chunk with empty choices before [DONE]", async () => {
+  const res = await post({ model: "stories", messages: once, max_tokens: 9, temperature: 0, stream: true, stream_options: { include_usage: true } });
+  const { chunks, done } = parseEvents(await res.text());
+  assert.ok(done);
+  const usageChunk = chunks.at(-1)!;
+  assert.deepEqual(usageChunk.choices, []);
+  assert.equal(usageChunk.usage!.completion_tokens, 9);
+  assert.equal(usageChunk.usage!.total_tokens, usageChunk.usage!.prompt_tokens + 9);
+  for (const c of chunks.slice(0, -1)) assert.equal(c.usage, null);
+  assert.equal(chunks.at(-2)!.choices[0].finish_reason, "length");
+});
+
+test("§4.2 stop streamed: a multi-token stop is excluded and text that may begin it is held back", async () => {
+  const full = await post({ model: "stories", messages: once, max_tokens: 30, temperature: 0 });
+  const text = ((await full.json()) as { choices: { message: { content: string } }[] }).choices[0].message.content;
+  const at = text.indexOf("little girl");
+  assert.ok(at > 0);
+  const res = await post({ model: "stories", messages: once, max_tokens: 30, temperature: 0, stream: true, stop: "little girl" });
+  const { chunks } = parseEvents(await res.text());
+  const pieces = chunks.map((c) => (c.choices[0]?.delta.content as string | undefined) ?? "");
+  assert.equal(pieces.join(""), text.slice(0, at));
+  assert.ok(!pieces.some((p) => p.includes("little")), "the start of the stop string never went out");
+  assert.equal(chunks.at(-1)!.choices[0].finish_reason, "stop");
+});
+
+test("§6 the official client streams the same text", async () => {
+  const client = srv.openai(key);
+  const stream = await client.chat.completions.create({ model: "stories", messages: [{ role: "user", content: "Once upon a time" }], max_tokens: 15, temperature: 0, stream: true });
+  let text = "";
+  let finish: string | null = null;
+  for await (const chunk of stream) {
+    text += chunk.choices[0]?.delta.content ?? "";
+    finish = chunk.choices[0]?.finish_reason ?? finish;
+  }
+  assert.match(text, /^, there was a little/);
+  assert.equal(finish, "length");
+});
+
+test("§4.2 rule 4 an error before the first token is a normal JSON error, not a stream", async () => {
+  const res = await post({ model: "stories", messages: once, max_tokens: 500, stream: true });
+  assert.equal(res.status, 400);
+  assert.match(res.headers.get("content-type")!, /application\/json/);
+  const body = (await res.json()) as { error: { code: string; param: string } };
+  assert.equal(body.error.code, "context_length_exceeded");
+  assert.equal(body.error.param, "messages");
+});
+
+test("continuous batching: 4 concurrent streams on parallel 4 interleave instead of running one after another", async () => {
+  const events: { stream: number; t: number }[] = [];
+  const finished: number[] = [];
+  await Promise.all(
+    [0, 1, 2, 3].map(async (n) => {
+      const res = await post({ model: "stories", messages: once, max_tokens: 120, temperature: 1, seed: n, stream: true });
+      const reader = res.body!.getReader();
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        if (new TextDecoder().decode(value).includes('"content"')) events.push({ stream: n, t: performance.now() });
+      }
+      finished.push(n);
+    }),
+  );
+  // Before the first stream finished, every stream had already received content.
+  const firstDone = events.filter((e) => e.stream === finished[0]).at(-1)!.t;
+  for (const n of [0, 1, 2, 3]) {
+    const before = events.filter((e) => e.stream === n && e.t < firstDone).length;
+    assert.ok(before >= 2, `stream ${n} got ${before} frames before stream ${finished[0]} ended`);
+  }
+});
+
+test("abort: 200 streams aborted mid-generation free every sequence; the next request is served at once", async () => {
+  const runner = srv.server.ctx.catalog.get("stories");
+  let aborted = 0;
+  await Promise.all(
+    Array.from({ length: 200 }, async (_, n) => {
+      const controller = new AbortController();
+      const res = await post({ model: "stories", messages: once, max_tokens: 200, temperature: 1, seed: n, stream: true }, controller.signal);
+      assert.equal(res.status, 200, await res.clone().text());
+      const reader = res.body!.getReader();
+      let seen = 0;
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) assert.fail("stream ended before it was aborted");
+        seen += (new TextDecoder().decode(value).match(/"content":"[^"]/g) ?? []).length;
+        if (seen >= 2) break;
+      }
+      controller.abort();
+      await reader.cancel().catch(() => {});
+      aborted++;
+    }),
+  );
+  assert.equal(aborted, 200);
+  const deadline = Date.now() + 5000;
+  while ((runner.stats().active > 0 || runner.stats().queueDepth > 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  assert.equal(runner.stats().active, 0);
+  assert.equal(runner.stats().queueDepth, 0);
+  const engine = runner.assertServable() as LlamaEngine;
+  assert.equal(engine.sequencesLeft, 4, "every llama sequence is free");
+  const started = performance.now();
+  const res = await post({ model: "stories", messages: once, max_tokens: 5, temperature: 0 });
+  assert.equal(res.status, 200);
+  assert.ok(performance.now() - started < 1000, `served in ${performance.now() - started} ms`);
+});
+
+test("§7 a full queue is 503 overloaded with Retry-After and retry-after-ms", async () => {
+  const responses = await Promise.all(Array.from({ length: 6 }, () => post({ model: "single", messages: once, max_tokens: 200 })));
+  const overloaded = responses.filter((r) => r.status === 503);
+  assert.ok(overloaded.length >= 1, responses.map((r) => r.status).join(","));
+  const body = (await overloaded[0].json()) as { error: { type: string; code: string; param: null } };
+  assert.equal(body.error.type, "server_error");
+  assert.equal(body.error.code, "overloaded");
+  assert.equal(body.error.param, null);
+  assert.ok(Number(overloaded[0].headers.get("retry-after")) >= 1);
+  assert.ok(Number(overloaded[0].headers.get("retry-after-ms")) >= 1000);
+  for (const r of responses) if (r.status === 200) await r.json();
+});
+
+test("§7 a lazily loaded model answers 503 model_loading with Retry-After until it is ready", async () => {
+  const res = await post({ model: "lazy", messages: once, max_tokens: 3 });
+  assert.equal(res.status, 503);
+  const body = (await res.json()) as { error: { code: string } };
+  assert.equal(body.error.code, "model_loading");
+  assert.ok(Number(res.headers.get("retry-after")) >= 1);
+  assert.ok(res.headers.get("retry-after-ms"));
+  const deadline = Date.now() + 30_000;
+  let status = 503;
+  while (status === 503 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 100));
+    const again = await post({ model: "lazy", messages: once, max_tokens: 3 });
+    status = again.status;
+    await again.body?.cancel();
+  }
+  assert.equal(status, 200);
+});
+
+test("§4.2 the openai client raises APIError for a 503 and honours no retries when told", async () => {
+  const client = srv.openai(key);
+  const errs = await Promise.allSettled(Array.from({ length: 6 }, () => client.chat.completions.create({ model: "single", messages: [{ role: "user", content: "Once" }], max_tokens: 200 })));
+  const rejected = errs.filter((e) => e.status === "rejected") as PromiseRejectedResult[];
+  assert.ok(rejected.length >= 1);
+  assert.ok(rejected[0].reason instanceof OpenAI.APIError);
+  assert.equal((rejected[0].reason as InstanceType<typeof OpenAI.APIError>).status, 503);
+});
