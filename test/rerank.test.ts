@@ -177,3 +177,30 @@ test("decisions.md check order: input length (400) before capacity (503 overload
   assert.equal(body.error.type, "server_error");
   assert.ok(Number(overloaded.headers.get("retry-after")) >= 1);
 });
+
+test("STYLE abort: a client that disconnects frees the model's slot before the work would have finished", async () => {
+  const many = Array.from({ length: 400 }, (_, i) => `Paris is the capital of France ${i}.`);
+  const runner = srv.server.ctx.catalog.find("bert-rerank-q0")!;
+  const timedStart = Date.now();
+  const full = await rerank({ model: "bert-rerank-q0", query, documents: many.slice(0, 100) });
+  assert.equal(full.status, 200);
+  const fullMs = (Date.now() - timedStart) * 4;
+  const controller = new AbortController();
+  const pending = srv
+    .fetch(`${srv.baseURL}/rerank`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "bert-rerank-q0", query, documents: many }),
+      signal: controller.signal,
+    })
+    .catch((err: Error) => err);
+  const deadline = Date.now() + 10_000;
+  while (runner.stats().active === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+  const aborted = Date.now();
+  controller.abort();
+  assert.ok((await pending) instanceof Error);
+  while (runner.stats().active > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+  const freedMs = Date.now() - aborted;
+  assert.equal(runner.stats().active, 0);
+  assert.ok(freedMs < fullMs * 0.6, `slot freed ${freedMs} ms after the abort; the whole request takes about ${fullMs} ms`);
+});
