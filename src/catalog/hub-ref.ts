@@ -29,12 +29,16 @@ export function hubRepoDir(dataDir: string, repo: string): string {
   return path.join(dataDir, "models", ...repo.split("/"));
 }
 
+/** Matches a quant name as a whole word of a file name: Q4_K matches `x-q4_k.gguf` but not `x-q4_k_m.gguf`. */
+export function quantPattern(quant: string): RegExp {
+  const escaped = quant.toLowerCase().replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  return new RegExp(`(^|[^a-z0-9])${escaped}([^a-z0-9_]|$)`);
+}
+
 /** Finds the GGUF file of a quant in a pulled repo folder, e.g. Q4_K_M -> qwen3-0.6b-q4_k_m.gguf. */
 export function findQuantFile(dir: string, quant: string): string | null {
   if (!existsSync(dir)) return null;
-  const wanted = quant.toLowerCase();
-  const match = readdirSync(dir).find((name) => name.toLowerCase().endsWith(".gguf") && name.toLowerCase().includes(wanted));
-  return match ?? null;
+  return readdirSync(dir).find((name) => name.toLowerCase().endsWith(".gguf") && quantPattern(quant).test(name.toLowerCase())) ?? null;
 }
 
 /** Where a hub ref's files live once pulled: a file for GGUF refs, the repo folder for ONNX layouts. */
@@ -43,7 +47,9 @@ export function localPathForHubRef(dataDir: string, ref: HubRef): string {
   if (ref.file) return path.join(dir, ref.file);
   if (ref.quant) {
     const found = findQuantFile(dir, ref.quant);
-    return path.join(dir, found ?? `${ref.repo.split("/")[1]}-${ref.quant}.gguf`);
+    // Before the pull, guess the usual name (Qwen/Qwen3-0.6B-GGUF:Q8_0 -> Qwen3-0.6B-Q8_0.gguf); the catalog
+    // looks again once the files are there.
+    return path.join(dir, found ?? `${ref.repo.split("/")[1].replace(/[-_.]gguf$/i, "")}-${ref.quant}.gguf`);
   }
   return dir;
 }

@@ -9,8 +9,10 @@ export type EngineFactory = (entry: ModelEntry) => Promise<Engine>;
 
 /** The models this node serves, each with its runner. */
 export class ModelCatalog {
-  private readonly runners = new Map<string, ModelRunner>();
+  private runners = new Map<string, ModelRunner>();
   readonly created = Math.floor(Date.now() / 1000);
+  /** Reloads apply one after the other. */
+  private reloading: Promise<ReloadSummary> | null = null;
 
   constructor(
     entries: ModelEntry[],
@@ -72,4 +74,76 @@ export class ModelCatalog {
   async unloadAll(): Promise<void> {
     await Promise.all(this.list().map((r) => r.unload()));
   }
+
+  /**
+   * Applies a new list of entries (SIGHUP config reload) without dropping connections:
+   * - added models get a runner (eager ones start loading);
+   * - removed models leave the catalog at once (new requests get 404) and are unloaded once their in-flight
+   *   requests finish;
+   * - changed models (any field differs) get a new runner right away; its load waits until the old runner has
+   *   drained, so requests meanwhile get 503 model_loading and both never hold memory at once.
+   * Resolves when removed and replaced runners are unloaded and eager models are loaded.
+   */
+  reload(entries: ModelEntry[]): Promise<ReloadSummary> {
+    const previous = this.reloading ?? Promise.resolve(null);
+    const run = previous.then(() => this.applyReload(entries));
+    this.reloading = run;
+    void run.finally(() => {
+      if (this.reloading === run) this.reloading = null;
+    });
+    return run;
+  }
+
+  private async applyReload(entries: ModelEntry[]): Promise<ReloadSummary> {
+    const old = this.runners;
+    const next = new Map<string, ModelRunner>();
+    const summary: ReloadSummary = { added: [], removed: [], changed: [], unchanged: [] };
+    const draining: Promise<void>[] = [];
+    const loading: Promise<void>[] = [];
+    for (const entry of entries) {
+      const current = old.get(entry.id);
+      if (current && sameEntry(current.entry, entry)) {
+        next.set(entry.id, current);
+        summary.unchanged.push(entry.id);
+        continue;
+      }
+      let runner: ModelRunner;
+      if (current) {
+        const drained = current.unload();
+        draining.push(drained);
+        runner = new ModelRunner(entry, async (e) => {
+          await drained;
+          return this.createEngine(e);
+        }, this.log);
+        summary.changed.push(entry.id);
+        // A replaced model that was serving comes back without waiting for a request.
+        if (entry.load === "eager" || current.state === "ready" || current.state === "loading") loading.push(runner.load());
+      } else {
+        runner = new ModelRunner(entry, this.createEngine, this.log);
+        summary.added.push(entry.id);
+        if (entry.load === "eager") loading.push(runner.load());
+      }
+      next.set(entry.id, runner);
+    }
+    for (const [id, runner] of old) {
+      if (next.has(id)) continue;
+      summary.removed.push(id);
+      draining.push(runner.unload());
+    }
+    this.runners = next;
+    this.log.info(summary, "model catalog reloaded");
+    await Promise.all([...draining, ...loading]);
+    return summary;
+  }
+}
+
+export interface ReloadSummary {
+  added: string[];
+  removed: string[];
+  changed: string[];
+  unchanged: string[];
+}
+
+function sameEntry(a: ModelEntry, b: ModelEntry): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
 }

@@ -1,0 +1,74 @@
+import { existsSync } from "node:fs";
+import type { AppConfig, ModelEntry } from "../../config/app-config.ts";
+import { localPathForHubRef, parseHubRef } from "../hub-ref.ts";
+import { HubClient, hubOptionsFromEnv } from "./hub-client.ts";
+import { progressReporter, type ProgressOutput } from "./progress.ts";
+import { pullHubRef, type PullResult } from "./pull-model.ts";
+
+export interface ConfiguredPull {
+  id: string;
+  ref: string;
+  result: PullResult | null;
+  error: string | null;
+}
+
+/** Whether a configured model's files are in place (upstream models have none). */
+export function entryFilesPresent(entry: ModelEntry): boolean {
+  return entry.path === null || existsSync(entry.path);
+}
+
+/**
+ * Re-resolves where a hub model's files are, now that they may have been pulled: a quant ref's exact file name is
+ * only known once the GGUF is on disk. Mutates `entry.path`; returns whether the files are present.
+ */
+export function refreshEntryPath(entry: ModelEntry, dataDir: string): boolean {
+  if (entry.hubRef) entry.path = localPathForHubRef(dataDir, parseHubRef(entry.hubRef));
+  return entryFilesPresent(entry);
+}
+
+export interface PullConfiguredOptions {
+  out: ProgressOutput;
+  /** Pull these model ids only (default: every hub model that is missing). */
+  only?: string[];
+  client?: HubClient;
+  signal?: AbortSignal;
+}
+
+/** Pulls every configured hub model whose files are missing, one after the other. Never throws for one model's failure. */
+export async function pullConfiguredModels(config: AppConfig, options: PullConfiguredOptions): Promise<ConfiguredPull[]> {
+  const client = options.client ?? new HubClient(hubOptionsFromEnv());
+  const events = progressReporter(options.out);
+  const results: ConfiguredPull[] = [];
+  for (const entry of config.models) {
+    if (!entry.hubRef) continue;
+    if (options.only && !options.only.includes(entry.id)) continue;
+    if (refreshEntryPath(entry, config.dataDir)) continue;
+    try {
+      const result = await pullHubRef(entry.hubRef, {
+        dataDir: config.dataDir,
+        client,
+        events,
+        log: (line) => options.out.line(line),
+        dtype: entry.dtype,
+        signal: options.signal,
+      });
+      refreshEntryPath(entry, config.dataDir);
+      results.push({ id: entry.id, ref: entry.hubRef, result, error: null });
+    } catch (err) {
+      results.push({ id: entry.id, ref: entry.hubRef, result: null, error: (err as Error).message });
+    }
+  }
+  return results;
+}
+
+/**
+ * `serve --pull` / `pull: auto`: fetches the missing hub models before the catalog loads, reporting progress as plain
+ * lines. A model that cannot be fetched (offline, gated) is reported and stays unavailable; the service starts anyway.
+ */
+export async function pullMissingModels(config: AppConfig, report: (line: string) => void): Promise<void> {
+  const results = await pullConfiguredModels(config, { out: { line: report } });
+  for (const r of results) {
+    if (r.error) report(`could not pull ${r.id} (${r.ref}): ${r.error}; it stays unavailable until \`modelgate pull ${r.ref}\` succeeds`);
+    else report(`${r.id}: ready at ${r.result!.path}`);
+  }
+}
