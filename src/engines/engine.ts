@@ -125,5 +125,7 @@ export interface Engine {
   chat?(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta>;
   embed?(req: EmbedRequest, signal: AbortSignal): Promise<EmbedResult>;
   transcribe?(req: TranscribeRequest, signal: AbortSignal): Promise<Transcript>;
+  /** Checks input lengths before capacity is taken (a 400 must answer before a 503); throws invalid_parameter. */
+  prepareRerank?(req: RerankRequest): { promptTokens: number };
   rerank?(req: RerankRequest, signal: AbortSignal): Promise<RerankResult>;
 }

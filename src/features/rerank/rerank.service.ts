@@ -2,21 +2,9 @@ import { randomUUID } from "node:crypto";
 import type { AppContext } from "../../app-context.ts";
 import type { AuthContext } from "../../auth/auth-context.ts";
 import { assertScope } from "../../auth/scope.ts";
-import type { Engine, RerankRequest } from "../../engines/engine.ts";
+import type { RerankRequest } from "../../engines/engine.ts";
 import { AppError } from "../../errors/app-error.ts";
 import type { RerankRequestBody, RerankResponse, RerankResultItem } from "./rerank.schema.ts";
-
-/**
- * An engine that can check a rerank request's input lengths before capacity is taken (400 before 503).
- * Engines without it check inside `rerank` instead.
- */
-interface RerankPreparer {
-  prepareRerank(req: RerankRequest): unknown;
-}
-
-function canPrepare(engine: Engine): engine is Engine & RerankPreparer {
-  return typeof (engine as Partial<RerankPreparer>).prepareRerank === "function";
-}
 
 /** Highest score first; ties keep request order. Only the first `topN` are kept. */
 export function rankResults(scores: number[], topN: number | undefined): RerankResultItem[] {
@@ -41,7 +29,7 @@ export async function rerank(
   const engine = runner.assertServable();
   if (!engine.rerank) throw new AppError("internal_error", { message: `The model '${body.model}' has no rerank engine.` });
   const req: RerankRequest = { query: body.query, documents: body.documents };
-  if (canPrepare(engine)) engine.prepareRerank(req);
+  engine.prepareRerank?.(req);
 
   const signal = signalFor(runner.entry.requestTimeoutMs);
   const lease = await runner.acquire(auth.keyId, signal);
