@@ -34,7 +34,7 @@ export interface PullOptions {
   events: DownloadEvents;
   /** Status lines (which files, skipped ones). */
   log(line: string): void;
-  /** transformers.js dtype for ONNX layouts; default: the repo config's transformers.js_config.dtype, else fp32. */
+  /** transformers.js dtype for ONNX layouts (default fp32, as the ONNX engines load). */
   dtype?: string | null;
   signal?: AbortSignal;
   idleTimeoutMs?: number;
@@ -43,19 +43,6 @@ export interface PullOptions {
 /** Where unfinished ONNX layouts are assembled, so a half-pulled folder never sits where a model is expected. */
 function stagingDir(dataDir: string, repo: string): string {
   return path.join(dataDir, "models", ".partial", ...repo.split("/"));
-}
-
-async function fetchSmallJson(client: HubClient, ref: HubRef, file: string): Promise<Record<string, unknown> | null> {
-  try {
-    const res = await client.request(client.resolveUrl(ref.repo, ref.revision, file), { method: "GET", redirect: "follow" });
-    if (!res.ok) {
-      await res.body?.cancel();
-      return null;
-    }
-    return (await res.json()) as Record<string, unknown>;
-  } catch {
-    return null;
-  }
 }
 
 async function targetFor(client: HubClient, ref: HubRef, sibling: HubSibling, dest: string): Promise<DownloadTarget> {
@@ -106,12 +93,8 @@ export async function pullHubRef(refText: string, options: PullOptions): Promise
     return summarize({ ref: refText, repo: ref.repo, revision: ref.revision, commit: info.commit, kind: "gguf", dtype: null, path: dest, files: [file] });
   }
 
-  let dtype = options.dtype ?? null;
-  if (!dtype) {
-    const config = await fetchSmallJson(options.client, ref, "config.json");
-    const configured = (config?.["transformers.js_config"] as { dtype?: unknown } | undefined)?.dtype;
-    dtype = typeof configured === "string" ? configured : "fp32";
-  }
+  // The ONNX engines load `dtype ?? "fp32"`, so the pull fetches the same weights.
+  const dtype = options.dtype ?? "fp32";
   const planned = planOnnxFiles(info.siblings, dtype, ref.repo);
   options.log(`${ref.repo} (${dtype}): ${planned.length} files`);
   const stage = stagingDir(options.dataDir, ref.repo);
