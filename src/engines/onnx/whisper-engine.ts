@@ -1,0 +1,212 @@
+import { existsSync } from "node:fs";
+import path from "node:path";
+import type { ModelEntry } from "../../config/app-config.ts";
+import type { Capability } from "../../config/config.schema.ts";
+import { AppError } from "../../errors/app-error.ts";
+import { planWindows, type AudioWindow } from "../../audio/windows.ts";
+import type { Engine, TranscribeRequest, Transcript, TranscriptSegment } from "../engine.ts";
+import { WorkerPool } from "./worker-pool.ts";
+import type { WhisperInit, WindowResult } from "./tasks/whisper.task.ts";
+
+const sampleRate = 16_000;
+const maxWindowSeconds = 30;
+
+/** A transcript plus the count of generated text tokens, for usage. */
+export interface WhisperTranscript extends Transcript {
+  completionTokens: number;
+  windows: number;
+}
+
+/**
+ * Where the Silero VAD weights are: MODELGATE_VAD_MODEL, else silero_vad.onnx next to the model folder or up to
+ * two levels above it (a models directory holding both), else a pulled onnx-community/silero-vad beside it.
+ * Without one, long audio is cut into fixed overlapping windows instead of at silences.
+ */
+export function findVadModel(modelPath: string | null, envPath = process.env.MODELGATE_VAD_MODEL): string | null {
+  if (envPath) return existsSync(envPath) ? path.resolve(envPath) : null;
+  if (!modelPath) return null;
+  const candidates = [
+    path.join(modelPath, "silero_vad.onnx"),
+    path.join(modelPath, "..", "silero_vad.onnx"),
+    path.join(modelPath, "..", "..", "silero_vad.onnx"),
+    path.join(modelPath, "..", "silero-vad", "onnx", "model.onnx"),
+    path.join(modelPath, "..", "..", "onnx-community", "silero-vad", "onnx", "model.onnx"),
+  ];
+  return candidates.find((c) => existsSync(c)) ?? null;
+}
+
+/** Fixed overlapping windows, for when no VAD model is available. */
+function fixedWindows(duration: number, overlap = 2): AudioWindow[] {
+  const windows: AudioWindow[] = [];
+  const step = maxWindowSeconds - overlap;
+  for (let start = 0; start < duration; start += step) {
+    const end = Math.min(duration, start + maxWindowSeconds);
+    windows.push({ start, end, keepFrom: start === 0 ? 0 : start + overlap / 2, keepTo: end >= duration ? duration : end - overlap / 2 });
+    if (end >= duration) break;
+  }
+  return windows;
+}
+
+/** A counting semaphore: at most `size` windows of this engine run at once, across requests. */
+class Slots {
+  private active = 0;
+  private readonly waiting: (() => void)[] = [];
+  constructor(private readonly size: number) {}
+
+  async take(signal: AbortSignal): Promise<() => void> {
+    signal.throwIfAborted();
+    if (this.active >= this.size) {
+      await new Promise<void>((resolve, reject) => {
+        const onAbort = () => {
+          const i = this.waiting.indexOf(go);
+          if (i >= 0) this.waiting.splice(i, 1);
+          reject(signal.reason);
+        };
+        const go = () => {
+          signal.removeEventListener("abort", onAbort);
+          resolve();
+        };
+        signal.addEventListener("abort", onAbort, { once: true });
+        this.waiting.push(go);
+      });
+    } else {
+      this.active++;
+    }
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.active--;
+    };
+  }
+}
+
+const round2 = (x: number) => Math.round(x * 100) / 100;
+
+/**
+ * Whisper (transformers.js layout) in worker threads. Audio longer than one window is cut by Silero VAD at
+ * silences (windows of at most 30 s), the windows run in parallel up to the model's `parallel`, and their
+ * segments are put back on the recording's timeline. Language is detected on the first window when not given.
+ */
+export class OnnxWhisperEngine implements Engine {
+  readonly capabilities: ReadonlySet<Capability>;
+  readonly contextSize = null;
+  private pool: WorkerPool | null = null;
+  private readonly slots: Slots;
+  private readonly vadModel: string | null;
+
+  constructor(private readonly entry: ModelEntry) {
+    this.capabilities = new Set(entry.capabilities);
+    this.slots = new Slots(entry.parallel);
+    this.vadModel = findVadModel(entry.path);
+  }
+
+  async load(): Promise<void> {
+    if (this.pool) return;
+    if (!this.entry.path) throw new Error(`model '${this.entry.id}' has no local path`);
+    const init: WhisperInit = { path: this.entry.path, dtype: this.entry.dtype, threads: this.entry.threads, vadModel: this.vadModel };
+    const pool = new WorkerPool({
+      size: this.entry.parallel,
+      taskModule: path.join(import.meta.dirname, "tasks", "whisper.task.ts"),
+      init,
+    });
+    await pool.start();
+    this.pool = pool;
+  }
+
+  async unload(): Promise<void> {
+    const pool = this.pool;
+    this.pool = null;
+    await pool?.close();
+  }
+
+  /** The windows a recording is cut into (exported for tests and the bench). */
+  async windows(audio: Float32Array, signal: AbortSignal): Promise<AudioWindow[]> {
+    const duration = audio.length / sampleRate;
+    if (duration <= maxWindowSeconds) return [{ start: 0, end: duration, keepFrom: 0, keepTo: duration }];
+    const probs = await this.requirePool().call<Float32Array | null>("vadProbabilities", { audio }, { signal });
+    return probs ? planWindows(probs, duration) : fixedWindows(duration);
+  }
+
+  async transcribe(req: TranscribeRequest, signal: AbortSignal): Promise<WhisperTranscript> {
+    const pool = this.requirePool();
+    const duration = req.audio.length / sampleRate;
+    const windows = await this.windows(req.audio, signal);
+    if (windows.length === 0) {
+      // Silence only: nothing to transcribe, but a language is still reported.
+      let code = req.language;
+      if (!code) {
+        const head = req.audio.slice(0, maxWindowSeconds * sampleRate);
+        code = (await pool.call<{ language: string }>("detectLanguage", { audio: head }, { signal, transfer: [head.buffer] })).language;
+      }
+      return { text: "", language: code, duration, segments: [], completionTokens: 0, windows: 0 };
+    }
+
+    let resolveLanguage!: (code: string) => void;
+    let rejectLanguage!: (err: unknown) => void;
+    const language = new Promise<string>((resolve, reject) => {
+      resolveLanguage = resolve;
+      rejectLanguage = reject;
+    });
+    language.catch(() => {});
+    if (req.language) resolveLanguage(req.language);
+
+    const runWindow = async (window: AudioWindow, index: number): Promise<WindowResult> => {
+      const lang = index === 0 ? req.language : await language;
+      const release = await this.slots.take(signal);
+      try {
+        const audio = req.audio.slice(Math.floor(window.start * sampleRate), Math.ceil(window.end * sampleRate));
+        const result = await pool.call<WindowResult>(
+          "transcribeWindow",
+          { audio, language: lang, prompt: req.prompt, temperature: req.temperature },
+          {
+            signal,
+            transfer: [audio.buffer],
+            onEvent: (value) => resolveLanguage((value as { language: string }).language),
+          },
+        );
+        if (index === 0) resolveLanguage(result.language);
+        return result;
+      } catch (err) {
+        if (index === 0) rejectLanguage(err);
+        throw err;
+      } finally {
+        release();
+      }
+    };
+
+    const results = await Promise.all(windows.map(runWindow));
+    const segments: TranscriptSegment[] = [];
+    let tokens = 0;
+    results.forEach((result, k) => {
+        const window = windows[k];
+        tokens += result.tokens;
+        for (const seg of result.segments) {
+          const hi = Math.min(window.end, duration);
+          const start = Math.min(Math.max(window.start + seg.start, window.start, 0), hi);
+          const end = Math.min(Math.max(window.start + seg.end, start), hi);
+          const middle = (start + end) / 2;
+          // Overlapping fixed windows: each keeps the segments whose middle falls in its own part.
+          if (middle < window.keepFrom || (middle >= window.keepTo && window.keepTo < window.end)) continue;
+          segments.push({ id: 0, start: round2(start), end: round2(end), text: seg.text });
+        }
+    });
+    segments.sort((a, b) => a.start - b.start || a.end - b.end);
+    segments.forEach((s, i) => (s.id = i));
+    return {
+      text: segments.map((s) => s.text).join("").trim(),
+      language: results[0]?.language ?? (await language),
+      duration,
+      segments,
+      completionTokens: tokens,
+      windows: windows.length,
+    };
+  }
+
+  private requirePool(): WorkerPool {
+    if (!this.pool) throw new AppError("model_loading", { message: `The model '${this.entry.id}' is not loaded.`, retryAfterMs: 1000 });
+    return this.pool;
+  }
+}

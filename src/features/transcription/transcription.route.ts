@@ -1,0 +1,26 @@
+import type { FastifyInstance } from "fastify";
+import multipart from "@fastify/multipart";
+import { AudioDecoder } from "../../audio/audio-decoder.ts";
+import { requestSignal } from "../../http/request-signal.ts";
+import { readTranscriptionForm } from "./transcription.form.ts";
+import { transcribe } from "./transcription.service.ts";
+
+export default async function transcriptionRoutes(app: FastifyInstance): Promise<void> {
+  // Scoped to this plugin: only the transcription route parses multipart.
+  await app.register(multipart, { throwFileSizeLimit: true });
+  const decoder = new AudioDecoder(1);
+  app.addHook("onClose", async () => decoder.close());
+
+  app.post(
+    "/v1/audio/transcriptions",
+    { config: { endpoint: "transcriptions", upload: true } },
+    async (request, reply) => {
+      const input = await readTranscriptionForm(request, request.auth!.plan.maxUploadBytes);
+      const result = await transcribe(app.ctx, request.auth!, input, decoder, (deadlineMs) =>
+        requestSignal(request, reply, deadlineMs),
+      );
+      if (result.format === "text") return reply.type("text/plain; charset=utf-8").send(result.body);
+      return result.body;
+    },
+  );
+}
