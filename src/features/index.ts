@@ -6,6 +6,7 @@ import rerankRoutes from "./rerank/rerank.route.ts";
 import chatRoutes from "./chat/chat.route.ts";
 import embeddingsRoutes from "./embeddings/embeddings.route.ts";
 import adminRoutes from "./admin/admin.route.ts";
+import transcriptionRoutes from "./transcription/transcription.route.ts";
 import modelsAdminRoutes from "./admin/models-admin.route.ts";
 
 /** Every feature's routes; server.ts registers them all. Append one entry per feature. */
@@ -17,5 +18,6 @@ export const featureRoutes: ((app: FastifyInstance) => Promise<void>)[] = [
   chatRoutes,
   embeddingsRoutes,
   adminRoutes,
+  transcriptionRoutes,
   modelsAdminRoutes,
 ];
