@@ -13,6 +13,7 @@ import {
 } from "@huggingface/transformers";
 import { AppError } from "../../../errors/app-error.ts";
 import type { ChatMessage, FinishReason } from "../../engine.ts";
+import { StopTextFilter } from "../stop-text.ts";
 
 /**
  * Worker side of OnnxVlmEngine: one image-text-to-text model (AutoProcessor + AutoModelForImageTextToText).
@@ -78,13 +79,11 @@ export async function generate(args: GenerateArgs, ctx: { signal: AbortSignal; e
 
   const eos = new Set<number>(eosIds(m));
   const generated: number[] = [];
-  let emitted = 0;
-  let finishReason: FinishReason = "length";
-  let stopped = false;
+  const filter = new StopTextFilter(args.stop);
   let sawEos = false;
 
   // Text is decoded from all generated ids each step, so multi-token characters and stop sequences that span
-  // tokens come out right. Text that might be the start of a stop sequence is held back until it is not.
+  // tokens come out right.
   const streamer = new (class extends BaseStreamer {
     private first = true;
     put(value: bigint[][]): void {
@@ -95,32 +94,18 @@ export async function generate(args: GenerateArgs, ctx: { signal: AbortSignal; e
       const id = Number(value[0][0]);
       if (eos.has(id)) {
         sawEos = true;
-        finishReason = "stop";
         return;
       }
       generated.push(id);
-      const text = tokenizer.decode(generated, { skip_special_tokens: true });
-      const hit = firstStop(text, args.stop);
-      if (hit !== -1) {
-        if (hit > emitted) ctx.emit({ type: "content", text: text.slice(emitted, hit) });
-        emitted = hit;
-        finishReason = "stop";
-        stopped = true;
-        return;
-      }
-      let safe = text.length - heldBack(text, args.stop);
-      if (text.charCodeAt(safe - 1) === 0xfffd) safe--; // an incomplete multi-byte character
-      if (safe > emitted) {
-        ctx.emit({ type: "content", text: text.slice(emitted, safe) });
-        emitted = safe;
-      }
+      const piece = filter.push(tokenizer.decode(generated, { skip_special_tokens: true }));
+      if (piece) ctx.emit({ type: "content", text: piece });
     }
     end(): void {}
   })();
 
   const stopping = new (class extends StoppingCriteria {
     _call(inputIds: number[][]): boolean[] {
-      return inputIds.map(() => stopped || ctx.signal.aborted);
+      return inputIds.map(() => filter.stopped || ctx.signal.aborted);
     }
   })();
 
@@ -141,12 +126,9 @@ export async function generate(args: GenerateArgs, ctx: { signal: AbortSignal; e
   } as never);
   if (ctx.signal.aborted) return;
 
-  if (!stopped) {
-    // Whatever was held back for a possible stop sequence that never came.
-    const text = tokenizer.decode(generated, { skip_special_tokens: true });
-    if (text.length > emitted) ctx.emit({ type: "content", text: text.slice(emitted) });
-    if (!sawEos) finishReason = "length";
-  }
+  const rest = filter.flush(tokenizer.decode(generated, { skip_special_tokens: true }));
+  if (rest) ctx.emit({ type: "content", text: rest });
+  const finishReason: FinishReason = filter.stopped || sawEos ? "stop" : "length";
   ctx.emit({ type: "done", finishReason, usage: { promptTokens, completionTokens: generated.length } });
 }
 
@@ -156,31 +138,6 @@ function eosIds(m: PreTrainedModel): number[] {
   const fromTok = processor!.tokenizer!.eos_token_id;
   const ids = [fromGen, fromTok].flat().filter((x): x is number => typeof x === "number");
   return ids;
-}
-
-/** Index where the first stop sequence starts, or -1. */
-function firstStop(text: string, stops: string[]): number {
-  let best = -1;
-  for (const s of stops) {
-    if (!s) continue;
-    const i = text.indexOf(s);
-    if (i !== -1 && (best === -1 || i < best)) best = i;
-  }
-  return best;
-}
-
-/** Length of the longest end of `text` that is a proper prefix of a stop sequence. */
-function heldBack(text: string, stops: string[]): number {
-  let hold = 0;
-  for (const s of stops) {
-    for (let n = Math.min(s.length - 1, text.length); n > hold; n--) {
-      if (text.endsWith(s.slice(0, n))) {
-        hold = n;
-        break;
-      }
-    }
-  }
-  return hold;
 }
 
 interface LlavaProcessorConfig {
