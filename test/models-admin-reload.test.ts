@@ -1,0 +1,152 @@
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import net from "node:net";
+import path from "node:path";
+import YAML from "yaml";
+import { modelsDir, spawnServer, tempDir, trustingFetch, type SpawnedServer } from "./helpers/server.ts";
+import { createKey } from "./helpers/keys.ts";
+import { startFakeHub } from "./helpers/fake-hub.ts";
+import { buildConfig } from "../src/config/load-config.ts";
+
+const adminToken = "admin-token-0123456789abcdef";
+const storiesPath = path.join(modelsDir, "stories260K.gguf");
+const rerankPath = path.join(modelsDir, "forged/bert-rerank-tiny.gguf");
+const stories = readFileSync(storiesPath);
+const hub = await startFakeHub({ "karpathy/tinyllamas": { "stories260K.gguf": stories } });
+after(() => hub.close());
+
+interface AdminModel {
+  id: string;
+  state: string;
+  parallel: number;
+}
+
+function clientFor(server: SpawnedServer, dataDir: string) {
+  const { fetch } = trustingFetch(readFileSync(path.join(dataDir, "tls/cert.pem"), "utf8"));
+  const models = async () => {
+    const res = await fetch(`${server.origin}/admin/v1/models`, { headers: { authorization: `Bearer ${adminToken}` } });
+    assert.equal(res.status, 200);
+    return ((await res.json()) as { data: AdminModel[] }).data;
+  };
+  return { fetch, models };
+}
+
+async function waitFor<T>(probe: () => Promise<T>, ok: (value: T) => boolean, what: string, ms = 60_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await probe();
+    if (ok(value)) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(value)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+test("issue 9.4 SIGHUP reloads the config: removed, changed and added models are applied and an in-flight stream is not dropped", async () => {
+  const dir = tempDir();
+  const dataDir = path.join(dir, "data");
+  const raw = (models: unknown[]) => ({ adminToken, dataDir, logLevel: "warn", models });
+  const a = { id: "a", engine: "llama", source: storiesPath, capabilities: ["chat"], contextSize: 2048, threads: 1, parallel: 1 };
+  const b = { id: "b", engine: "llama", source: rerankPath, capabilities: ["rerank"], threads: 1, parallel: 1 };
+  const server = await spawnServer(raw([a, b]), dir);
+  try {
+    const configFile = path.join(dir, readdirSync(dir).find((f) => f.startsWith("config-"))!);
+    const { key } = await createKey(buildConfig(raw([a, b]), configFile));
+    const { fetch, models } = clientFor(server, dataDir);
+    assert.deepEqual((await models()).map((m) => [m.id, m.state]), [["a", "ready"], ["b", "ready"]]);
+
+    // A long stream on `a`, which the reload removes.
+    const res = await fetch(`${server.origin}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "a", messages: [{ role: "user", content: "Once upon a time" }], max_tokens: 2000, stream: true }),
+    });
+    assert.equal(res.status, 200);
+    const reader = res.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = decoder.decode((await reader.read()).value);
+
+    const c = { ...a, id: "c" };
+    writeFileSync(configFile, YAML.stringify(raw([{ ...b, parallel: 2 }, c])));
+    server.child.kill("SIGHUP");
+    const after = await waitFor(models, (ms) => ms.map((m) => m.id).join() === "b,c" && ms.every((m) => m.state === "ready"), "b and c ready");
+    assert.equal(after.find((m) => m.id === "b")!.parallel, 2, "b was replaced by its changed entry");
+    const reloadSeenAt = Date.now();
+
+    const gone = await fetch(`${server.origin}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "a", messages: [{ role: "user", content: "Hi" }], max_tokens: 4 }),
+    });
+    assert.equal(gone.status, 404);
+    assert.equal(((await gone.json()) as { error: { code: string } }).error.code, "model_not_found");
+
+    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) text += decoder.decode(chunk.value);
+    // Had the stream ended before the reload, its bytes would already be buffered here and read at once.
+    assert.ok(Date.now() - reloadSeenAt > 250, "the stream was still being generated after the reload applied");
+    assert.match(text, /"finish_reason":"(length|stop)"/);
+    assert.match(text, /data: \[DONE\]\n\n$/, "the in-flight stream on the removed model completed");
+
+    const ranked = await fetch(`${server.origin}/v1/rerank`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "b", query: "What is the capital of France?", documents: ["The cat sat on the mat.", "Paris is the capital of France."] }),
+    });
+    assert.equal(ranked.status, 200);
+    assert.equal(((await ranked.json()) as { results: { index: number }[] }).results[0].index, 1);
+  } finally {
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("issue 9.3 `serve --pull` fetches missing hub models at start with progress, then serves them", async () => {
+  const dir = tempDir();
+  const dataDir = path.join(dir, "data");
+  const model = { id: "stories", engine: "llama", source: "hf:karpathy/tinyllamas:stories260K.gguf", capabilities: ["chat"], threads: 1 };
+  const server = await spawnServer({ adminToken, dataDir, logLevel: "warn", models: [model] }, dir, ["--pull"], { HF_ENDPOINT: hub.endpoint });
+  try {
+    const stderr = server.stderr.join("");
+    assert.match(stderr, /pulling karpathy\/tinyllamas\/stories260K\.gguf: 1\.2 MB/);
+    assert.match(stderr, /pulled karpathy\/tinyllamas\/stories260K\.gguf/);
+    assert.match(server.stdout.join(""), /model stories: ready/);
+    const { models } = clientFor(server, dataDir);
+    assert.deepEqual((await models()).map((m) => [m.id, m.state]), [["stories", "ready"]]);
+  } finally {
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("issue 9.3 offline, `pull: auto` still starts the service; the missing model is listed and its requests get 404 naming `modelgate pull`", async () => {
+  const dir = tempDir();
+  const dataDir = path.join(dir, "data");
+  const probe = net.createServer();
+  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+  const closedPort = (probe.address() as net.AddressInfo).port;
+  await new Promise((resolve) => probe.close(resolve));
+  const model = { id: "stories", engine: "llama", source: "hf:karpathy/tinyllamas:stories260K.gguf", capabilities: ["chat"], threads: 1 };
+  const raw = { adminToken, dataDir, logLevel: "warn", pull: "auto", models: [model] };
+  const server = await spawnServer(raw, dir, [], { HF_ENDPOINT: `http://127.0.0.1:${closedPort}` });
+  try {
+    assert.match(server.stderr.join(""), /could not pull stories \(hf:karpathy\/tinyllamas:stories260K\.gguf\): cannot reach .*ECONNREFUSED.*stays unavailable/);
+    assert.match(server.stdout.join(""), /model stories: missing .*run: modelgate pull hf:karpathy\/tinyllamas:stories260K\.gguf/);
+    const configFile = path.join(dir, readdirSync(dir).find((f) => f.startsWith("config-"))!);
+    const { key } = await createKey(buildConfig(raw, configFile));
+    const { fetch, models } = clientFor(server, dataDir);
+    assert.deepEqual((await models()).map((m) => [m.id, m.state]), [["stories", "missing"]]);
+    const res = await fetch(`${server.origin}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "stories", messages: [{ role: "user", content: "Hi" }] }),
+    });
+    assert.equal(res.status, 404);
+    const error = ((await res.json()) as { error: { code: string; param: string; message: string } }).error;
+    assert.equal(error.code, "model_not_found");
+    assert.equal(error.param, "model");
+    assert.match(error.message, /Run `modelgate pull hf:karpathy\/tinyllamas:stories260K\.gguf`/);
+  } finally {
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
