@@ -16,7 +16,7 @@ export interface GenerationPlan {
 
 export async function buildGenerationPlan(
   req: ChatRequest,
-  ctx: { model: LlamaModel; wrapper: ChatWrapper; history: ChatHistoryItem[]; capabilities: ReadonlySet<Capability> },
+  ctx: { model: LlamaModel; baseWrapper: ChatWrapper; history: ChatHistoryItem[]; capabilities: ReadonlySet<Capability> },
 ): Promise<GenerationPlan> {
   const plan: GenerationPlan = { history: ctx.history };
   const useTools = req.tools.length > 0 && req.toolChoice !== "none";
@@ -46,7 +46,7 @@ export async function buildGenerationPlan(
       } as ChatModelFunctions[string];
     }
     plan.functions = functions;
-    if (req.toolChoice === "required" || typeof req.toolChoice === "object") plan.wrapper = new ForcedCallChatWrapper(ctx.wrapper);
+    if (req.toolChoice === "required" || typeof req.toolChoice === "object") plan.wrapper = new ForcedCallChatWrapper(ctx.baseWrapper);
   } else if (req.responseFormat === "json_object") {
     plan.grammar = await ctx.model.llama.getGrammarFor("json");
   }

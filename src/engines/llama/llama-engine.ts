@@ -16,6 +16,7 @@ import { DeltaQueue } from "./delta-queue.ts";
 import { checkInputLengths, embedAll, embeddingInputLimit } from "./llama-embed.ts";
 import { getLlamaRuntime } from "./llama-runtime.ts";
 import { PlainTextChatWrapper } from "./plain-chat-wrapper.ts";
+import { ReasoningChatWrapper } from "./forced-call-wrapper.ts";
 import { buildGenerationPlan, type GenerationPlan } from "./generation-plan.ts";
 
 /** Sampling defaults when neither the request nor the catalog entry sets them (OpenAI's own defaults). */
@@ -36,6 +37,9 @@ export class LlamaEngine implements Engine {
   private model: LlamaModel | null = null;
   private context: LlamaContext | null = null;
   private embedder: LlamaEmbeddingContext | null = null;
+  /** The model's own template wrapper, or the plain-text fallback. */
+  private baseWrapper: ChatWrapper | null = null;
+  /** What generation uses: the base wrapper, opened into a thought segment for reasoning models. */
   private wrapper: ChatWrapper | null = null;
   /**
    * The context's sequences, created once and lent out one per generation. Reusing them (rather than disposing,
@@ -73,7 +77,11 @@ export class LlamaEngine implements Engine {
           createSignal: signal,
         });
         this.freeSequences = Array.from({ length: this.entry.parallel }, () => this.context!.getSequence());
-        this.wrapper = model.fileInfo.metadata.tokenizer?.chat_template ? resolveChatWrapper(model) : new PlainTextChatWrapper();
+        this.baseWrapper = model.fileInfo.metadata.tokenizer?.chat_template ? resolveChatWrapper(model) : new PlainTextChatWrapper();
+        this.wrapper =
+          this.capabilities.has("reasoning") && ReasoningChatWrapper.supports(this.baseWrapper)
+            ? new ReasoningChatWrapper(this.baseWrapper)
+            : this.baseWrapper;
       }
       if (this.capabilities.has("embeddings")) {
         this.embedder = await model.createEmbeddingContext({ contextSize, threads: this.entry.threads, createSignal: signal });
@@ -94,6 +102,8 @@ export class LlamaEngine implements Engine {
     this.embedder = null;
     this.context = null;
     this.freeSequences = [];
+    this.wrapper = null;
+    this.baseWrapper = null;
     this.model = null;
   }
 
@@ -102,16 +112,16 @@ export class LlamaEngine implements Engine {
     return this.freeSequences.length;
   }
 
-  private ready(): { model: LlamaModel; context: LlamaContext; wrapper: ChatWrapper } {
-    if (!this.model || !this.context || !this.wrapper) throw new Error(`model ${this.entry.id} is not loaded for chat`);
-    return { model: this.model, context: this.context, wrapper: this.wrapper };
+  private ready(): { model: LlamaModel; context: LlamaContext; wrapper: ChatWrapper; baseWrapper: ChatWrapper } {
+    if (!this.model || !this.context || !this.wrapper || !this.baseWrapper) throw new Error(`model ${this.entry.id} is not loaded for chat`);
+    return { model: this.model, context: this.context, wrapper: this.wrapper, baseWrapper: this.baseWrapper };
   }
 
   async prepareChat(req: ChatRequest): Promise<LlamaPreparedChat> {
-    const { model, context, wrapper } = this.ready();
+    const { model, context, wrapper, baseWrapper } = this.ready();
     const history = toChatHistory(req.messages);
-    const plan = await buildGenerationPlan(req, { model, wrapper, history, capabilities: this.capabilities });
-    const { contextText } = wrapper.generateContextState({
+    const plan = await buildGenerationPlan(req, { model, baseWrapper, history, capabilities: this.capabilities });
+    const { contextText } = (plan.wrapper ?? wrapper).generateContextState({
       chatHistory: history,
       availableFunctions: plan.functions,
       documentFunctionParams: plan.functions ? true : undefined,
@@ -143,6 +153,7 @@ export class LlamaEngine implements Engine {
     const queue = new DeltaQueue<ChatDelta>();
     const temperature = req.temperature ?? this.entry.defaults.temperature ?? defaultTemperature;
     let callIndex = -1;
+    let pendingSpace = "";
     const generation = chat
       .generateResponse(plan.history, {
         signal: stop.signal,
@@ -162,9 +173,15 @@ export class LlamaEngine implements Engine {
               onFunctionCallParamsChunk: (chunk) => {
                 if (chunk.callIndex !== callIndex) {
                   callIndex = chunk.callIndex;
+                  pendingSpace = "";
                   queue.push({ type: "tool_call", index: callIndex, id: newToolCallId(), name: chunk.functionName, arguments: "" });
                 }
-                if (chunk.paramsChunk.length > 0) queue.push({ type: "tool_call", index: callIndex, arguments: chunk.paramsChunk });
+                // The call grammar lets whitespace trail the arguments object; hold it back until more JSON follows.
+                if (chunk.paramsChunk.trim().length === 0) pendingSpace += chunk.paramsChunk;
+                else {
+                  queue.push({ type: "tool_call", index: callIndex, arguments: pendingSpace + chunk.paramsChunk });
+                  pendingSpace = "";
+                }
               },
             }
           : { grammar: plan.grammar }),

@@ -1,4 +1,5 @@
 import { getLlama, LlamaLogLevel, type Llama } from "node-llama-cpp";
+import { applyGrammarFixes } from "./grammar-fixes.ts";
 
 let runtime: Promise<Llama> | null = null;
 
@@ -8,6 +9,6 @@ let runtime: Promise<Llama> | null = null;
  * module-level promise (the one deliberate exception to "no module-level state").
  */
 export function getLlamaRuntime(): Promise<Llama> {
-  runtime ??= getLlama({ build: "never", gpu: false, logLevel: LlamaLogLevel.error, progressLogs: false });
+  runtime ??= applyGrammarFixes().then(() => getLlama({ build: "never", gpu: false, logLevel: LlamaLogLevel.error, progressLogs: false }));
   return runtime;
 }
