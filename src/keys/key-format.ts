@@ -23,8 +23,15 @@ export function base62(bytes: Buffer, width: number): string {
   return out.padStart(width, "0");
 }
 
+/** The first 4 bytes of SHA-256(body) as 6 base62 digits (same digits as base62() on those bytes, without BigInt). */
 function checksum(body: string): string {
-  return base62(createHash("sha256").update(body).digest().subarray(0, 4), checksumLength);
+  let n = createHash("sha256").update(body).digest().readUInt32BE(0);
+  let out = "";
+  while (n > 0) {
+    out = alphabet[n % 62] + out;
+    n = Math.floor(n / 62);
+  }
+  return out.padStart(checksumLength, "0");
 }
 
 /** A fresh key value; shown once, never stored. */

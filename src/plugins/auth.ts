@@ -68,13 +68,16 @@ export const authPlugin = fp(
     app.decorate("keyStore", store);
     app.decorateRequest("auth", null);
 
-    async function lookup(hash: string, now: number): Promise<CachedKey | null> {
-      const hit = cache.get(hash);
+    /**
+     * Only keys found in the store are cached (by value, for under a second, in this process's memory); an unknown
+     * key is never cached, so a key created a moment ago works on its very next request.
+     */
+    async function lookup(key: string, now: number): Promise<CachedKey | null> {
+      const hit = cache.get(key);
       if (hit && hit.expiresAt > now) return hit;
-      const found = await store.keys.findByHash(hash);
-      // Unknown keys are never cached: a key created a moment ago works on its very next request.
+      const found = await store.keys.findByHash(hashKey(store.keySecret, key));
       if (!found) {
-        cache.delete(hash);
+        cache.delete(key);
         return null;
       }
       const plan = config.plans[found.account.plan];
@@ -98,7 +101,7 @@ export const authPlugin = fp(
         },
       };
       if (cache.size >= keyCacheMax) cache.clear();
-      cache.set(hash, entry);
+      cache.set(key, entry);
       return entry;
     }
 
@@ -116,11 +119,12 @@ export const authPlugin = fp(
         return refuse(request, reply, new AppError("invalid_api_key", { message: "Missing API key: send Authorization: Bearer <API_KEY>." }));
       }
       const key = match[1];
-      if (!isWellFormedKey(key)) {
+      const now = Date.now();
+      const cached = cache.get(key);
+      if (!(cached && cached.expiresAt > now) && !isWellFormedKey(key)) {
         return refuse(request, reply, new AppError("invalid_api_key", { message: "Malformed API key." }));
       }
-      const now = Date.now();
-      const entry = await lookup(hashKey(store.keySecret, key), now);
+      const entry = await lookup(key, now);
       if (!entry || entry.revoked) {
         return refuse(request, reply, new AppError("invalid_api_key", { message: entry ? "This API key has been revoked." : "Invalid API key." }));
       }
