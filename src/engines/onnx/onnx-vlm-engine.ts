@@ -35,6 +35,8 @@ export class OnnxVlmEngine implements Engine {
   readonly capabilities: ReadonlySet<Capability>;
   private pool: WorkerPool | null = null;
   private window: number | null = null;
+  /** prepareChat calls in flight: they run before the scheduler's queue, so they get their own bound. */
+  private preparing = 0;
 
   constructor(private readonly entry: ModelEntry) {
     this.capabilities = new Set(entry.capabilities);
@@ -73,7 +75,19 @@ export class OnnxVlmEngine implements Engine {
     this.assertSupported(req);
     const pool = this.requirePool();
     const window = this.window!;
-    const { promptTokens, images } = await pool.call<{ promptTokens: number; images: number }>("prepare", { messages: req.messages });
+    // Counting needs the processor (image tokens depend on the image), which runs in the workers before a slot is
+    // taken; without a bound a burst of requests would queue there unbounded instead of getting the queue's 503.
+    if (this.preparing >= this.entry.queueSize + this.entry.parallel) {
+      throw new AppError("overloaded", { message: `The model '${this.entry.id}' is at capacity.`, retryAfterMs: 1000 });
+    }
+    this.preparing++;
+    let counted: { promptTokens: number; images: number };
+    try {
+      counted = await pool.call<{ promptTokens: number; images: number }>("prepare", { messages: req.messages });
+    } finally {
+      this.preparing--;
+    }
+    const { promptTokens, images } = counted;
     const requested = req.maxTokens;
     if (promptTokens >= window || (requested !== null && promptTokens + requested > window)) {
       const imageNote = images > 0 ? ` (including ${images} image${images === 1 ? "" : "s"})` : "";
