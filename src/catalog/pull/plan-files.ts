@@ -77,10 +77,17 @@ export function planOnnxFiles(siblings: HubSibling[], dtype: string, repo: strin
     );
   }
   const stems = new Set(weights.map((s) => splitOnnxName(s.name)!.stem));
+  const redundant = (stem: string) => stem === "decoder_model" || stem === "decoder_with_past_model";
+  // Every module the repo ships must exist in this dtype, or transformers.js would fail at load time.
+  const allStems = new Set(siblings.map((s) => splitOnnxName(s.name)?.stem).filter((s): s is string => Boolean(s)));
+  const lacking = [...allStems].filter((stem) => !stems.has(stem) && !(redundant(stem) && allStems.has("decoder_model_merged")));
+  if (lacking.length > 0) {
+    throw new PlanError(`${repo} has no ${dtype} weights for ${lacking.map((s) => `onnx/${s}`).join(", ")}; available dtypes: ${availableDtypes(siblings).join(", ")} (pass --dtype)`);
+  }
   // transformers.js runs the merged decoder; the split ones would only cost bytes.
   const chosen = weights.filter((s) => {
     const stem = splitOnnxName(s.name)!.stem;
-    return !(stems.has("decoder_model_merged") && (stem === "decoder_model" || stem === "decoder_with_past_model"));
+    return !(stems.has("decoder_model_merged") && redundant(stem));
   });
   const names = new Set(chosen.map((s) => s.name));
   const externalData = siblings.filter((s) => [...names].some((n) => s.name.startsWith(`${n}_data`)));
