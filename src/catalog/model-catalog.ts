@@ -62,7 +62,7 @@ export class ModelCatalog {
     }
   }
 
-  /** Ready means every eager model that has its files is loaded. */
+  /** Ready means every eager model is loaded (a missing one keeps the node not ready: /readyz says which). */
   ready(): boolean {
     return this.list().every((r) => r.entry.load !== "eager" || r.state === "ready");
   }
