@@ -48,6 +48,9 @@ export async function buildGenerationPlan(
     plan.functions = functions;
     if (req.toolChoice === "required" || typeof req.toolChoice === "object") plan.wrapper = new ForcedCallChatWrapper(ctx.baseWrapper);
   } else if (req.responseFormat === "json_object") {
+    if (req.topLogprobs !== null) {
+      throw new AppError("invalid_parameter", { param: "logprobs", message: "logprobs cannot be combined with response_format json_object on this model." });
+    }
     plan.grammar = await ctx.model.llama.getGrammarFor("json");
   }
   return plan;

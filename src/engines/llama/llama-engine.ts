@@ -6,6 +6,7 @@ import {
   type LlamaContextSequence,
   type LlamaEmbeddingContext,
   type LlamaModel,
+  type Token,
 } from "node-llama-cpp";
 import type { ModelEntry } from "../../config/app-config.ts";
 import type { Capability } from "../../config/config.schema.ts";
@@ -18,6 +19,7 @@ import { getLlamaRuntime } from "./llama-runtime.ts";
 import { PlainTextChatWrapper } from "./plain-chat-wrapper.ts";
 import { ReasoningChatWrapper } from "./forced-call-wrapper.ts";
 import { buildGenerationPlan, type GenerationPlan } from "./generation-plan.ts";
+import { sampleWithLogprobs } from "./logprob-sampler.ts";
 
 /** Sampling defaults when neither the request nor the catalog entry sets them (OpenAI's own defaults). */
 export const defaultTemperature = 1;
@@ -25,6 +27,8 @@ export const defaultTopP = 1;
 
 interface LlamaPreparedChat extends PreparedChat {
   plan: GenerationPlan;
+  /** The templated prompt, tokenized. */
+  tokens: Token[];
 }
 
 /**
@@ -121,12 +125,15 @@ export class LlamaEngine implements Engine {
     const { model, context, wrapper, baseWrapper } = this.ready();
     const history = toChatHistory(req.messages);
     const plan = await buildGenerationPlan(req, { model, baseWrapper, history, capabilities: this.capabilities });
-    const { contextText } = (plan.wrapper ?? wrapper).generateContextState({
+    // The logprobs loop renders with the model's own wrapper (no opened thought segment).
+    const renderWith = plan.wrapper ?? (req.topLogprobs !== null ? baseWrapper : wrapper);
+    const { contextText } = renderWith.generateContextState({
       chatHistory: history,
       availableFunctions: plan.functions,
       documentFunctionParams: plan.functions ? true : undefined,
     });
-    const promptTokens = contextText.tokenize(model.tokenizer).length;
+    const tokens = contextText.tokenize(model.tokenizer);
+    const promptTokens = tokens.length;
     const room = context.contextSize - promptTokens;
     if (req.maxTokens !== null ? promptTokens + req.maxTokens > context.contextSize : room < 1) {
       throw new AppError("context_length_exceeded", {
@@ -136,18 +143,37 @@ export class LlamaEngine implements Engine {
           (req.maxTokens !== null ? ` and max_tokens asks for ${req.maxTokens} more.` : ", leaving no room for a completion."),
       });
     }
-    return { promptTokens, maxTokens: req.maxTokens ?? room, plan };
+    return { promptTokens, maxTokens: req.maxTokens ?? room, plan, tokens };
   }
 
   async *chat(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
     const { wrapper } = this.ready();
     const { plan } = prepared as LlamaPreparedChat;
     signal.throwIfAborted();
+    const sequence = this.freeSequences.pop();
+    if (!sequence) throw new Error(`model ${this.entry.id}: no free sequence (the scheduler admits at most parallel=${this.entry.parallel})`);
+    if (req.topLogprobs !== null) {
+      try {
+        yield* sampleWithLogprobs({
+          model: this.model!,
+          sequence,
+          promptTokens: (prepared as LlamaPreparedChat).tokens,
+          maxTokens: prepared.maxTokens,
+          temperature: req.temperature ?? this.entry.defaults.temperature ?? defaultTemperature,
+          topP: req.topP ?? this.entry.defaults.topP ?? defaultTopP,
+          seed: req.seed,
+          stop: req.stop,
+          topLogprobs: req.topLogprobs,
+          signal,
+        });
+      } finally {
+        this.freeSequences.push(sequence);
+      }
+      return;
+    }
     const stop = new AbortController();
     const onAbort = () => stop.abort(signal.reason);
     signal.addEventListener("abort", onAbort, { once: true });
-    const sequence = this.freeSequences.pop();
-    if (!sequence) throw new Error(`model ${this.entry.id}: no free sequence (the scheduler admits at most parallel=${this.entry.parallel})`);
     const startTokens = sequence.tokenMeter.usedOutputTokens;
     const chat = new LlamaChat({ contextSequence: sequence, chatWrapper: plan.wrapper ?? wrapper });
     const queue = new DeltaQueue<ChatDelta>();
