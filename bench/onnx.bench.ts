@@ -3,7 +3,7 @@ import { AutoModelForSequenceClassification, AutoTokenizer, pipeline, type Tenso
 import { startServer, modelsDir } from "../test/helpers/server.ts";
 import { median, type BenchRow } from "./bench-row.ts";
 
-const RUNS = 9;
+const RUNS = 21;
 const BATCH = 64;
 const DOCS = 100;
 const THREADS = 1;
