@@ -2,7 +2,11 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import https from "node:https";
 import OpenAI from "openai";
-import { startServer, type TestServer } from "./helpers/server.ts";
+import { readFileSync, rmSync } from "node:fs";
+import path from "node:path";
+import { buildConfig } from "../src/config/load-config.ts";
+import { createKey } from "./helpers/keys.ts";
+import { spawnServer, startServer, tempDir, type TestServer } from "./helpers/server.ts";
 import { MemoryStore } from "../src/plugins/rate-limit/memory-store.ts";
 import { formatResetDuration } from "../src/config/duration.ts";
 
@@ -11,6 +15,7 @@ const plans = {
   tiny: { rateLimit: { requests: 3, window: "1h" } },
   retry: { rateLimit: { requests: 1, window: "2s" } },
   small: { maxBodyBytes: 1000, maxUploadBytes: 2000 },
+  uploads: { maxUploadBytes: 4 * 1024 * 1024 },
 };
 const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 
@@ -28,7 +33,7 @@ function limitHeaders(res: Response) {
 }
 
 /** Posts over raw HTTPS, writing `total` bytes in 64 KB chunks (backpressure respected) until the server answers. */
-function streamPost(s: TestServer, path: string, headers: Record<string, string>, total: number, onProgress?: () => void) {
+function streamPost(s: TestServer, path: string, headers: Record<string, string>, total: number, onProgress?: () => void, prefix = '{"model":"test-chat","pad":"') {
   return new Promise<{ status: number; body: string; sent: number; headers: Record<string, unknown> }>((resolve, reject) => {
     const chunk = Buffer.alloc(64 * 1024, "a");
     let sent = 0;
@@ -55,7 +60,7 @@ function streamPost(s: TestServer, path: string, headers: Record<string, string>
       }
       if (!answered) req.end();
     };
-    req.write('{"model":"test-chat","pad":"');
+    req.write(prefix);
     pump();
   });
 }
@@ -224,6 +229,60 @@ describe("size limits", () => {
       assert.ok(growth < 20, `RSS grew ${growth.toFixed(1)} MB`);
     } finally {
       clearInterval(sample);
+    }
+  });
+});
+
+describe("upload size limits (POST /v1/audio/transcriptions, multipart)", () => {
+  let s: TestServer;
+  before(async () => {
+    s = await startServer({ models, plans });
+  });
+  after(() => s?.close());
+
+  const boundary = "mgboundary1234";
+  const prefix = `--${boundary}\r\nContent-Disposition: form-data; name="model"\r\n\r\ntest-chat\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\nContent-Type: audio/wav\r\n\r\n`;
+  const multipart = (key: string) => ({ ...bearer(key), "content-type": `multipart/form-data; boundary=${boundary}` });
+
+  test("§4.4 an upload whose Content-Length is over maxUploadBytes is 413 request_too_large at once", async () => {
+    const { key } = await s.createKey({ plan: "small" });
+    const body = `${prefix}${"a".repeat(5000)}\r\n--${boundary}--\r\n`;
+    const res = await s.fetch(`${s.baseURL}/audio/transcriptions`, { method: "POST", headers: multipart(key), body });
+    assert.deepEqual(await errorOf(res), { status: 413, type: "invalid_request_error", code: "request_too_large", param: null });
+    assert.ok(res.headers.get("x-ratelimit-limit-requests"));
+  });
+
+  test("§4.4 a chunked 1 GB upload is refused while streaming; the server process's RSS grows < 20 MB", async (t) => {
+    // A separate server process, so the RSS measured is the server's alone (not this client's TLS buffers).
+    const dir = tempDir();
+    const raw = { dataDir: dir, logLevel: "warn", models, plans };
+    const child = await spawnServer(raw, dir);
+    try {
+      const { key } = await createKey(buildConfig(raw, null), { plan: "uploads" });
+      const ca = readFileSync(path.join(dir, "tls", "cert.pem"), "utf8");
+      const rssMb = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.child.pid}/status`, "utf8"))![1]) / 1024;
+      const target = { origin: child.origin, ca } as TestServer;
+      // Warm the path once (first-use allocations are not per-request growth), then measure.
+      await streamPost(target, "/v1/audio/transcriptions", { ...multipart(key), "transfer-encoding": "chunked" }, 64 * 1024 ** 2, undefined, prefix);
+      const baseline = rssMb();
+      let peak = baseline;
+      const sample = setInterval(() => (peak = Math.max(peak, rssMb())), 10);
+      let res;
+      try {
+        res = await streamPost(target, "/v1/audio/transcriptions", { ...multipart(key), "transfer-encoding": "chunked" }, 1024 ** 3, undefined, prefix);
+        await new Promise((r) => setTimeout(r, 200));
+      } finally {
+        clearInterval(sample);
+      }
+      assert.equal(res.status, 413, res.body);
+      assert.equal(JSON.parse(res.body).error.code, "request_too_large");
+      assert.ok(res.sent < 200 * 1024 ** 2, `client stopped early (${res.sent} bytes sent)`);
+      const growth = peak - baseline;
+      t.diagnostic(`sent ${(res.sent / 1024 ** 2).toFixed(1)} MB before the 413; server RSS ${baseline.toFixed(1)} -> ${peak.toFixed(1)} MB`);
+      assert.ok(growth < 20, `server RSS grew ${growth.toFixed(1)} MB`);
+    } finally {
+      await child.stop();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
