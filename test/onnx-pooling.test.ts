@@ -3,7 +3,10 @@ import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { test } from "node:test";
-import { readPooling } from "../src/engines/onnx/onnx-encoder-engine.ts";
+import { readdirSync, symlinkSync } from "node:fs";
+import { AutoModel, AutoTokenizer, type Tensor } from "@huggingface/transformers";
+import type { ModelEntry } from "../src/config/app-config.ts";
+import { OnnxEncoderEngine, readPooling } from "../src/engines/onnx/onnx-encoder-engine.ts";
 
 const modelsDir = path.resolve(import.meta.dirname, "../../shared/models");
 
@@ -37,5 +40,37 @@ test("§4.3 embeddings pool as the sentence-transformers config says: mean, cls,
     assert.throws(() => readPooling(dirs[3]), /only mean and cls/);
   } finally {
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  }
+});
+
+test("§4.3 cls pooling takes the first token's hidden state, normalised (same weights, a cls pooling config)", async () => {
+  const source = path.join(modelsDir, "forged/bert-embed-tiny");
+  const dir = mkdtempSync(path.join(tmpdir(), "cls-model-"));
+  for (const name of readdirSync(source)) if (name !== "1_Pooling" && name !== "modules.json") symlinkSync(path.join(source, name), path.join(dir, name));
+  mkdirSync(path.join(dir, "1_Pooling"));
+  writeFileSync(path.join(dir, "1_Pooling/config.json"), JSON.stringify({ pooling_mode_cls_token: true, pooling_mode_mean_tokens: false }));
+  const entry: ModelEntry = {
+    id: "cls", engine: "onnx", source: dir, path: dir, hubRef: null, capabilities: ["embeddings"], contextSize: null, parallel: 1, threads: 1,
+    ownedBy: "test", load: "eager", keepAliveMs: null, queueSize: 4, requestTimeoutMs: 60_000, dtype: null, defaults: {}, maxInputTokens: null,
+    url: null, apiKey: null, upstreamModel: null,
+  };
+  const engine = new OnnxEncoderEngine(entry);
+  const model = await AutoModel.from_pretrained(source, { dtype: "fp32" });
+  try {
+    await engine.load();
+    const inputs = ["The cat sat on the mat.", "A dog plays in the park with a ball today."];
+    const { vectors } = await engine.embed({ inputs }, new AbortController().signal);
+    const tokenizer = await AutoTokenizer.from_pretrained(source);
+    for (let i = 0; i < inputs.length; i++) {
+      const { last_hidden_state } = (await model(tokenizer(inputs[i]))) as { last_hidden_state: Tensor };
+      const width = last_hidden_state.dims[2];
+      const cls = Array.from((last_hidden_state.data as Float32Array).subarray(0, width));
+      const norm = Math.hypot(...cls);
+      cls.forEach((x, k) => assert.ok(Math.abs(x / norm - vectors[i][k]) < 1e-5, `input ${i} dim ${k}`));
+    }
+  } finally {
+    await engine.unload();
+    await model.dispose();
+    rmSync(dir, { recursive: true, force: true });
   }
 });
