@@ -4,7 +4,7 @@ import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import YAML from "yaml";
-import { modelsDir, spawnServer, tempDir, trustingFetch, type SpawnedServer } from "./helpers/server.ts";
+import { modelsDir, runCli, spawnServer, tempDir, trustingFetch, type SpawnedServer } from "./helpers/server.ts";
 import { createKey } from "./helpers/keys.ts";
 import { startFakeHub } from "./helpers/fake-hub.ts";
 import { buildConfig } from "../src/config/load-config.ts";
@@ -112,6 +112,16 @@ test("issue 9.3 `serve --pull` fetches missing hub models at start with progress
     assert.match(server.stdout.join(""), /model stories: ready/);
     const { models } = clientFor(server, dataDir);
     assert.deepEqual((await models()).map((m) => [m.id, m.state]), [["stories", "ready"]]);
+
+    // `models list` asks the running server for load states.
+    const configFile = path.join(dir, readdirSync(dir).find((f) => f.startsWith("config-"))!);
+    const listed = await runCli(["models", "list", "--config", configFile, "--server", server.origin, "--json"]);
+    assert.equal(listed.code, 0, listed.stderr);
+    const parsed = JSON.parse(listed.stdout) as { server: string; models: { id: string; state: string; sizeBytes: number }[] };
+    assert.equal(parsed.server, server.origin);
+    assert.deepEqual(parsed.models.map((m) => [m.id, m.state, m.sizeBytes]), [["stories", "loaded", stories.length]]);
+    const text = await runCli(["models", "list", "--config", configFile, "--server", server.origin]);
+    assert.match(text.stdout, /^stories\s+llama\s+loaded\s+1\.2 MB\s+chat\s+hf:karpathy\/tinyllamas:stories260K\.gguf$/m);
   } finally {
     await server.stop();
     rmSync(dir, { recursive: true, force: true });
