@@ -224,3 +224,22 @@ test("a key created on one store is not valid with another secret (HMAC under th
     await s.close();
   }
 });
+
+test("§5.4 on a dedicated node only keys bound to it are valid; they also get the node's rate-limit headers", async () => {
+  const shared = await startServer({ models, plans });
+  const dedicated = await startServer({ models, plans, deployment: "dedicated-a" }, { dataDir: shared.config.dataDir });
+  try {
+    const bound = await shared.createKey({ deployment: "dedicated-a" });
+    const unbound = await shared.createKey();
+    const onDedicated = await dedicated.fetch(`${dedicated.baseURL}/models`, { headers: bearer(bound.key) });
+    assert.equal(onDedicated.status, 200);
+    assert.ok(onDedicated.headers.get("x-ratelimit-limit-requests"));
+    const unboundThere = await dedicated.fetch(`${dedicated.baseURL}/models`, { headers: bearer(unbound.key) });
+    assert.deepEqual(await errorOf(unboundThere), { status: 401, type: "authentication_error", code: "invalid_api_key", param: null });
+    assert.equal((await shared.fetch(`${shared.baseURL}/models`, { headers: bearer(bound.key) })).status, 401);
+    assert.equal((await shared.fetch(`${shared.baseURL}/models`, { headers: bearer(unbound.key) })).status, 200);
+  } finally {
+    await dedicated.close();
+    await shared.close();
+  }
+});
