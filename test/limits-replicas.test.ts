@@ -80,6 +80,11 @@ describe("two server processes sharing PostgreSQL and Redis", () => {
     await Promise.all(responses.map((r) => r.arrayBuffer()));
     assert.equal(statuses.filter((s) => s === 200).length, 10, statuses.join(","));
     assert.equal(statuses.filter((s) => s === 429).length, 10, statuses.join(","));
+    // Requests without a valid key carry the anonymous limiter's headers from Redis too.
+    const anonymous = await tlsFetch(`${a.origin}/v1/models`);
+    assert.equal(anonymous.status, 401);
+    assert.equal(anonymous.headers.get("x-ratelimit-limit-requests"), "300");
+    assert.match(anonymous.headers.get("x-ratelimit-reset-requests") ?? "", /^(1m0s|\d+s)$/);
     const remaining = responses.filter((r) => r.status === 200).map((r) => Number(r.headers.get("x-ratelimit-remaining-requests"))).sort((x, y) => x - y);
     assert.deepEqual(remaining, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
   });

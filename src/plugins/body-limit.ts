@@ -25,6 +25,9 @@ function countingStream(payload: Readable, limit: number, onExceed: () => AppErr
       callback(null, chunk);
     },
   });
+  // pipe() does not forward errors: a client that goes away mid-body must fail the read, not leave it hanging.
+  payload.once("error", (err) => counter.destroy(err));
+  payload.once("aborted", () => counter.destroy(Object.assign(new Error("request aborted"), { statusCode: 400 })));
   payload.pipe(counter);
   return counter;
 }
