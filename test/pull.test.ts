@@ -27,6 +27,8 @@ const hub = await startFakeHub({
     "README.md": Buffer.from("# bert-embed-tiny\n"),
     ".gitattributes": Buffer.from("*.onnx filter=lfs\n"),
   },
+  "forged/whisper-scripted": folderFiles(path.join(modelsDir, "forged/whisper-scripted")),
+  "onnx-community/silero-vad": { "onnx/model.onnx": path.join(modelsDir, "silero_vad.onnx"), "config.json": Buffer.from("{}") },
 });
 after(() => hub.close());
 
@@ -240,12 +242,13 @@ test("issue 9.2 `pull` with no ref fetches every missing configured model; `mode
         { id: "stories", engine: "llama", source: "hf:test-org/stories-GGUF:Q8_0", capabilities: ["chat"], threads: 1 },
         { id: "embed", engine: "onnx", source: "hf:forged/bert-embed-tiny", capabilities: ["embeddings"] },
         { id: "local", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"] },
+        { id: "whisper", engine: "onnx", source: "hf:forged/whisper-scripted", capabilities: ["transcriptions"] },
       ],
     });
     const before = await runCli(["models", "list", "--config", configFile, "--json"], env());
     assert.equal(before.code, 0, before.stderr);
     const listed = JSON.parse(before.stdout).models as { id: string; state: string; sizeBytes: number | null; capabilities: string[]; engine: string; pullCommand: string | null }[];
-    assert.deepEqual(listed.map((m) => [m.id, m.state]), [["stories", "missing"], ["embed", "missing"], ["local", "present"]]);
+    assert.deepEqual(listed.map((m) => [m.id, m.state]), [["stories", "missing"], ["embed", "missing"], ["local", "present"], ["whisper", "missing"]]);
     assert.equal(listed[0].pullCommand, "modelgate pull hf:test-org/stories-GGUF:Q8_0");
     assert.equal(listed[2].sizeBytes, stories.length);
 
@@ -253,6 +256,9 @@ test("issue 9.2 `pull` with no ref fetches every missing configured model; `mode
     assert.equal(pulled.code, 0, pulled.stderr);
     assert.match(pulled.stdout, /stories: hf:test-org\/stories-GGUF:Q8_0: 1 of 1 files fetched/);
     assert.match(pulled.stdout, /embed: hf:forged\/bert-embed-tiny \[fp32\]: 9 of 9 files fetched/);
+    assert.match(pulled.stdout, /whisper: hf:forged\/whisper-scripted \[fp32\]: 8 of 8 files fetched/);
+    // The whisper engine's Silero VAD comes along, where the engine looks for it.
+    assert.equal(sha256(readFileSync(path.join(dir, "data/models/onnx-community/silero-vad/onnx/model.onnx"))), sha256(readFileSync(path.join(modelsDir, "silero_vad.onnx"))));
 
     const afterList = await runCli(["models", "list", "--config", configFile], env());
     assert.equal(afterList.code, 0, afterList.stderr);

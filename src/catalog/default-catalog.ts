@@ -42,11 +42,12 @@ export const defaultCatalog: ModelConfig[] = [
     ownedBy: "cross-encoder",
   },
   {
-    // openai/whisper-tiny (39M parameters, MIT) in the transformers.js layout: encoder_model.onnx (about 33 MB) +
-    // decoder_model_merged.onnx (about 118 MB). 99 languages, transcription and translation to English.
+    // openai/whisper-tiny (39M parameters, MIT) as exported for transformers.js: encoder_model.onnx (about 33 MB) +
+    // decoder_model_merged.onnx (about 118 MB). 99 languages, transcription and translation to English. Pulling it
+    // also fetches the Silero VAD (onnx-community/silero-vad, about 2 MB) that cuts long audio at silences.
     id: "whisper-tiny",
     engine: "onnx",
-    source: "hf:onnx-community/whisper-tiny",
+    source: "hf:Xenova/whisper-tiny",
     capabilities: ["transcriptions"],
     ownedBy: "openai",
     parallel: 2,

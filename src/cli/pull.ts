@@ -3,7 +3,7 @@ import { VerifyError } from "../catalog/pull/download-file.ts";
 import { HubClient, HubError, hubOptionsFromEnv } from "../catalog/pull/hub-client.ts";
 import { PlanError } from "../catalog/pull/plan-files.ts";
 import { formatBytes, progressReporter, type ProgressOutput } from "../catalog/pull/progress.ts";
-import { pullConfiguredModels } from "../catalog/pull/pull-missing.ts";
+import { companionRefs, pullConfiguredModels } from "../catalog/pull/pull-missing.ts";
 import { pullHubRef, type PullResult } from "../catalog/pull/pull-model.ts";
 import { CliError, type CliContext, type Command, type CommandResult } from "./command.ts";
 
@@ -88,7 +88,15 @@ export const pullCommand: Command = {
           log: (line) => out.line(line),
           dtype: dtype ?? entry?.dtype ?? ctx.config.models.find((m) => m.hubRef === ref)?.dtype ?? null,
         });
-        pulled.push({ id: entry?.id ?? ctx.config.models.find((m) => m.hubRef === ref)?.id ?? null, ...result });
+        const owner = entry ?? ctx.config.models.find((m) => m.hubRef === ref);
+        pulled.push({ id: owner?.id ?? null, ...result });
+        for (const companion of owner ? companionRefs(owner) : []) {
+          try {
+            await pullHubRef(companion, { dataDir: ctx.config.dataDir, client, events: progressReporter(out), log: (line) => out.line(line) });
+          } catch (err) {
+            out.line(`could not pull ${companion} (${(err as Error).message}); long audio is cut into fixed windows instead of at silences`);
+          }
+        }
       } catch (err) {
         throw toCliError(err, ref);
       }

@@ -26,6 +26,15 @@ export function refreshEntryPath(entry: ModelEntry, dataDir: string): boolean {
   return entryFilesPresent(entry);
 }
 
+/**
+ * Files a model needs besides its own: the whisper engine cuts long audio at silences with Silero VAD, which it
+ * looks for at <dataDir>/models/onnx-community/silero-vad/onnx/model.onnx.
+ */
+export function companionRefs(entry: ModelEntry): string[] {
+  return entry.engine === "onnx" && entry.capabilities.includes("transcriptions") ? [sileroVadRef] : [];
+}
+export const sileroVadRef = "hf:onnx-community/silero-vad:onnx/model.onnx";
+
 export interface PullConfiguredOptions {
   out: ProgressOutput;
   /** Pull these model ids only (default: every hub model that is missing). */
@@ -42,6 +51,14 @@ export async function pullConfiguredModels(config: AppConfig, options: PullConfi
   for (const entry of config.models) {
     if (!entry.hubRef) continue;
     if (options.only && !options.only.includes(entry.id)) continue;
+    for (const companion of companionRefs(entry)) {
+      if (existsSync(localPathForHubRef(config.dataDir, parseHubRef(companion)))) continue;
+      try {
+        await pullHubRef(companion, { dataDir: config.dataDir, client, events, log: (line) => options.out.line(line), signal: options.signal });
+      } catch (err) {
+        options.out.line(`could not pull ${companion} for ${entry.id} (${(err as Error).message}); long audio is cut into fixed windows instead of at silences`);
+      }
+    }
     if (refreshEntryPath(entry, config.dataDir)) continue;
     try {
       const result = await pullHubRef(entry.hubRef, {
