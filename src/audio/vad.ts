@@ -21,7 +21,7 @@ export class SileroVad {
    * `rowSeconds` run as one batch (each row starts with a fresh state), so the number of model calls
    * stays that of one row whatever the length.
    */
-  async probabilities(audio: Float32Array, signal?: AbortSignal, rowSeconds = 30): Promise<Float32Array> {
+  async probabilities(audio: Float32Array, signal?: AbortSignal, rowSeconds = 8): Promise<Float32Array> {
     const frames = Math.ceil(audio.length / vadFrame);
     const rowFrames = Math.max(1, Math.round((rowSeconds * 16000) / vadFrame));
     const rows = Math.max(1, Math.ceil(frames / rowFrames));

@@ -60,6 +60,11 @@ interface GenerationConfigLike {
 
 const timePrecision = 0.02;
 
+interface FeatureExtractorLike {
+  config: { n_fft: number; hop_length: number; n_samples: number; nb_max_frames: number };
+  (audio: Float32Array, options: { max_length: number }): Promise<{ input_features: Tensor }>;
+}
+
 export class WhisperRunner {
   private constructor(
     private readonly processor: Processor,
@@ -92,9 +97,30 @@ export class WhisperRunner {
     return Object.keys(this.config.lang_to_id ?? {}).map((t) => t.slice(2, -2));
   }
 
-  private async features(audio: Float32Array): Promise<Tensor> {
-    const { input_features } = await this.processor(audio);
-    return input_features as Tensor;
+  /**
+   * Log-mel features padded to whisper's 30 s. The extractor pads short audio with zeros and computes the
+   * spectrogram of the silence too; here only the frames that see audio are computed and the rest are filled
+   * with the value every all-zero frame gets (log10 floor clamped to max - 8), which is the same tensor for
+   * less than half the work on a typical 10 s window.
+   */
+  async features(audio: Float32Array): Promise<Tensor> {
+    const extractor = (this.processor as unknown as { feature_extractor: FeatureExtractorLike }).feature_extractor;
+    const cfg = extractor.config;
+    const needed = Math.ceil((audio.length + 2 * cfg.n_fft) / cfg.hop_length) * cfg.hop_length;
+    if (needed >= cfg.n_samples) return ((await this.processor(audio)) as { input_features: Tensor }).input_features;
+    const { input_features: part } = await extractor(audio, { max_length: needed });
+    const [, mels, frames] = part.dims;
+    const total = cfg.nb_max_frames;
+    const src = part.data as Float32Array;
+    const padValue = src[frames - 1]; // the last frame sees only zeros
+    const data = new Float32Array(mels * total).fill(padValue);
+    for (let m = 0; m < mels; m++) data.set(src.subarray(m * frames, (m + 1) * frames), m * total);
+    return new Tensor("float32", data, [1, mels, total]);
+  }
+
+  /** The extractor's own 30 s features, for comparison in tests. */
+  async referenceFeatures(audio: Float32Array): Promise<Tensor> {
+    return ((await this.processor(audio)) as { input_features: Tensor }).input_features;
   }
 
   async detectLanguageOf(audio: Float32Array): Promise<string> {

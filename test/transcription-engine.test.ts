@@ -1,0 +1,58 @@
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { before, test } from "node:test";
+import { decodeToMono16k } from "../src/audio/decode.ts";
+import { findVadModel } from "../src/engines/onnx/whisper-engine.ts";
+import { WhisperRunner } from "../src/engines/onnx/tasks/whisper.task.ts";
+import { modelsDir } from "./helpers/server.ts";
+
+/** The whisper task logic on the main thread (the same code the workers run), on the scripted model. */
+const whisperDir = path.join(modelsDir, "forged/whisper-scripted");
+let runner: WhisperRunner;
+let jfk: Float32Array;
+
+before(async () => {
+  runner = await WhisperRunner.load({ path: whisperDir, dtype: null, threads: 1, vadModel: null });
+  jfk = (await decodeToMono16k(readFileSync(path.join(modelsDir, "jfk.wav")))).audio;
+});
+
+
+test("features computed on the audio part only equal the extractor's 30 s features exactly", async () => {
+  for (const audio of [jfk, jfk.subarray(0, 16000 * 3), new Float32Array(16000 * 5), jfk.subarray(1234, 16000 * 9 + 77)]) {
+    const fast = await runner.features(audio);
+    const reference = await runner.referenceFeatures(audio);
+    assert.deepEqual(fast.dims, reference.dims);
+    assert.deepEqual(fast.data, reference.data);
+  }
+});
+
+test("§4.4 language detection is one decoder step over lang_to_id: the scripted model says de", async () => {
+  assert.equal(await runner.detectLanguageOf(jfk), "de");
+  const events: unknown[] = [];
+  const result = await runner.transcribeWindow(
+    { audio: jfk, language: null, prompt: null, temperature: 0 },
+    { signal: new AbortController().signal, emit: (v) => events.push(v) },
+  );
+  assert.deepEqual(events, [{ language: "de" }]);
+  assert.equal(result.language, "de");
+  assert.equal(result.segments.length, 3);
+});
+
+test("timestamp tokens split the generated ids into segments; a missing closing timestamp ends at the window end", () => {
+  // <|0.00|> And so<|2.00|><|2.00|> fellow  (eos)
+  const ids = [50364, 400, 370, 50464, 50464, 7177, 50257];
+  const { segments, tokens } = runner.segmentsFrom(ids, 7.5);
+  assert.equal(tokens, 3);
+  assert.deepEqual(segments, [
+    { start: 0, end: 2, text: " And so" },
+    { start: 2, end: 7.5, text: " fellow" },
+  ]);
+});
+
+test("the VAD model is found next to the models directory or through MODELGATE_VAD_MODEL", () => {
+  assert.equal(findVadModel(whisperDir, ""), path.join(modelsDir, "silero_vad.onnx"));
+  assert.equal(findVadModel(whisperDir, path.join(modelsDir, "silero_vad.onnx")), path.join(modelsDir, "silero_vad.onnx"));
+  assert.equal(findVadModel(whisperDir, "/nonexistent/vad.onnx"), null);
+  assert.equal(findVadModel("/nonexistent/model", ""), null);
+});
