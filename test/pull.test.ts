@@ -140,6 +140,11 @@ test("issue 9.1 a killed pull resumes with a Range request and the bytes verify"
     while ((statSync(`${target}.partial`, { throwIfNoEntry: false })?.size ?? 0) < stallAt && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 50));
     }
+    // A second pull of the same file meanwhile refuses to interleave its bytes with the first one's.
+    const second = await runCli(["pull", `hf:karpathy/tinyllamas:${file}`, "--data-dir", dataDir, "--json"], env());
+    assert.equal(second.code, 1);
+    assert.match(JSON.parse(second.stdout).error.message, new RegExp(`another pull \\(pid ${child.pid}\\) is downloading this file`));
+
     const exited = new Promise((resolve) => child.once("exit", resolve));
     child.kill("SIGKILL");
     await exited;
@@ -158,6 +163,7 @@ test("issue 9.1 a killed pull resumes with a Range request and the bytes verify"
     assert.equal(pulled.verified, "sha256");
     assert.equal(sha256(readFileSync(target)), sha256(stories));
     assert.ok(!existsSync(`${target}.partial`));
+    assert.ok(!existsSync(`${target}.partial.lock`), "the killed pull's stale lock was taken over and released");
   } finally {
     hub.behaviour.stallAt = null;
     rmSync(dataDir, { recursive: true, force: true });

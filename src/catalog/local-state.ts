@@ -17,14 +17,14 @@ export interface LocalModelState {
   pullCommand: string | null;
 }
 
-/** Bytes under a file or folder (unfinished `.partial` downloads excluded). */
+/** Bytes under a file or folder (unfinished `.partial` downloads and their locks excluded). */
 export function sizeOnDisk(target: string): number {
   const stat = statSync(target, { throwIfNoEntry: false });
   if (!stat) return 0;
   if (!stat.isDirectory()) return stat.size;
   let total = 0;
   for (const name of readdirSync(target)) {
-    if (name.endsWith(".partial")) continue;
+    if (name.endsWith(".partial") || name.endsWith(".partial.lock")) continue;
     total += sizeOnDisk(path.join(target, name));
   }
   return total;

@@ -1,6 +1,6 @@
 import { createHash, type Hash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { mkdir, open, rename, rm, stat } from "node:fs/promises";
+import { mkdir, open, readFile, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { HubError, type HubClient } from "./hub-client.ts";
 
@@ -187,19 +187,58 @@ async function attempt(client: HubClient, target: DownloadTarget, events: Downlo
   return { bytes: written - start, resumedFrom: start, verified };
 }
 
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/**
+ * One writer per `.partial`: a second `modelgate pull` of the same file (another terminal, `serve --pull`) would
+ * interleave bytes. The lock holds the owner's pid; a lock whose process is gone is taken over.
+ */
+async function lockPartial(dest: string, label: string): Promise<() => Promise<void>> {
+  const lock = `${partialPath(dest)}.lock`;
+  await mkdir(path.dirname(dest), { recursive: true });
+  for (let i = 0; i < 2; i++) {
+    try {
+      const handle = await open(lock, "wx");
+      await handle.writeFile(String(process.pid));
+      await handle.close();
+      return () => rm(lock, { force: true });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      const owner = Number((await readFile(lock, "utf8").catch(() => "")).trim());
+      if (owner && owner !== process.pid && processAlive(owner)) {
+        throw new HubError("hub_error", `${label}: another pull (pid ${owner}) is downloading this file; wait for it or stop it`);
+      }
+      await rm(lock, { force: true });
+    }
+  }
+  throw new HubError("hub_error", `${label}: cannot lock ${lock}`);
+}
+
 /**
  * Downloads to `<dest>.partial`, resuming from its size with a Range request, verifies size and hash, and renames
  * into place. Transient failures (connection lost, stalled) are retried from where they stopped.
  */
 export async function downloadFile(client: HubClient, target: DownloadTarget, events: DownloadEvents, options: DownloadOptions = {}): Promise<DownloadResult> {
   const retries = options.retries ?? 3;
-  for (let i = 0; ; i++) {
-    try {
-      return await attempt(client, target, events, options);
-    } catch (err) {
-      const transient = err instanceof HubError ? err.code === "hub_unreachable" : !(err instanceof VerifyError) && (err as Error).name !== "AbortError";
-      if (!transient || i >= retries || options.signal?.aborted) throw err;
-      await new Promise((resolve) => setTimeout(resolve, 500 * 2 ** i));
+  const unlock = await lockPartial(target.dest, target.label);
+  try {
+    for (let i = 0; ; i++) {
+      try {
+        return await attempt(client, target, events, options);
+      } catch (err) {
+        const transient = err instanceof HubError ? err.code === "hub_unreachable" : !(err instanceof VerifyError) && (err as Error).name !== "AbortError";
+        if (!transient || i >= retries || options.signal?.aborted) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 500 * 2 ** i));
+      }
     }
+  } finally {
+    await unlock();
   }
 }
