@@ -56,3 +56,34 @@ test("the VAD model is found next to the models directory or through MODELGATE_V
   assert.equal(findVadModel(whisperDir, "/nonexistent/vad.onnx"), null);
   assert.equal(findVadModel("/nonexistent/model", ""), null);
 });
+
+test("§4.4 OnnxWhisperEngine runs the windows in parallel up to the model's parallel, in worker threads", async () => {
+  const { OnnxWhisperEngine } = await import("../src/engines/onnx/whisper-engine.ts");
+  const { resolveModel } = await import("../src/config/load-config.ts");
+  const entry = resolveModel(
+    { id: "whisper", engine: "onnx", source: whisperDir, capabilities: ["transcriptions"], threads: 1, parallel: 2 },
+    process.cwd(),
+    process.cwd(),
+    60_000,
+  );
+  const engine = new OnnxWhisperEngine(entry);
+  await engine.load();
+  try {
+    const unit = jfk.length + 5 * 16000;
+    const audio = new Float32Array(unit * 4);
+    for (let i = 0; i < 4; i++) audio.set(jfk, i * unit);
+    const transcript = await engine.transcribe({ audio, language: "en", prompt: null, temperature: 0 }, new AbortController().signal);
+    assert.equal(transcript.windows, 4);
+    assert.equal(transcript.segments.length, 12);
+    assert.equal(transcript.language, "en");
+    assert.deepEqual(engine.windowStats(), { peak: 2, parallel: 2 });
+
+    // An aborted request stops: the call rejects with the signal's reason.
+    const controller = new AbortController();
+    const running = engine.transcribe({ audio, language: null, prompt: null, temperature: 0 }, controller.signal);
+    setTimeout(() => controller.abort(new Error("client went away")), 50);
+    await assert.rejects(running, /client went away/);
+  } finally {
+    await engine.unload();
+  }
+});

@@ -50,6 +50,8 @@ function fixedWindows(duration: number, overlap = 2): AudioWindow[] {
 /** A counting semaphore: at most `size` windows of this engine run at once, across requests. */
 class Slots {
   private active = 0;
+  /** Most windows that ever ran at once (stats and tests). */
+  peak = 0;
   private readonly waiting: (() => void)[] = [];
   constructor(private readonly size: number) {}
 
@@ -71,6 +73,7 @@ class Slots {
       });
     } else {
       this.active++;
+      this.peak = Math.max(this.peak, this.active);
     }
     let released = false;
     return () => {
@@ -120,6 +123,11 @@ export class OnnxWhisperEngine implements Engine {
     const pool = this.pool;
     this.pool = null;
     await pool?.close();
+  }
+
+  /** The most windows that ever ran at once (at most the model's `parallel`). */
+  windowStats(): { peak: number; parallel: number } {
+    return { peak: this.slots.peak, parallel: this.entry.parallel };
   }
 
   /** The windows a recording is cut into (exported for tests and the bench). */

@@ -7,6 +7,7 @@ import {
   type PreTrainedTokenizer,
   type Processor,
 } from "@huggingface/transformers";
+import { AppError } from "../../../errors/app-error.ts";
 import type { TaskContext } from "../worker-protocol.ts";
 import { initVad, vadProbabilities } from "./vad.task.ts";
 
@@ -167,7 +168,9 @@ export class WhisperRunner {
     init.push(cfg.decoder_start_token_id);
     if (cfg.is_multilingual !== false && cfg.lang_to_id) {
       const langId = cfg.lang_to_id[`<|${language}|>`];
-      if (langId === undefined) throw new Error(`language '${language}' is not supported by this model`);
+      if (langId === undefined) {
+        throw new AppError("invalid_parameter", { param: "language", message: `The language '${language}' is not supported by this model.` });
+      }
       init.push(langId, cfg.task_to_id?.transcribe ?? 50359);
     }
     const maxNew = Math.max(1, (cfg.max_length ?? 448) - init.length);
