@@ -15,8 +15,14 @@ export function embeddingInputLimit(embedder: LlamaEmbeddingContext, entry: Mode
  * input is a 400 (`input` or `input[i]`) before any work. Vectors are L2-normalised, so a dot product is the
  * cosine similarity.
  */
-export async function embedAll(embedder: LlamaEmbeddingContext, inputs: string[], limit: number, signal: AbortSignal): Promise<EmbedResult> {
-  const promptTokens = checkInputLengths(embedder, inputs, limit);
+export async function embedAll(
+  embedder: LlamaEmbeddingContext,
+  inputs: string[],
+  limit: number,
+  signal: AbortSignal,
+  checkedTokens?: number,
+): Promise<EmbedResult> {
+  const promptTokens = checkedTokens ?? checkInputLengths(embedder, inputs, limit);
   const vectors: Float32Array[] = [];
   for (const input of inputs) {
     signal.throwIfAborted();

@@ -51,6 +51,8 @@ export class LlamaEngine implements Engine {
    * reuse a shared prompt prefix still in the sequence's KV cache.
    */
   private freeSequences: LlamaContextSequence[] = [];
+  /** Requests whose input lengths prepareEmbed already checked, with their token count (no second tokenization). */
+  private readonly embedChecked = new WeakMap<EmbedRequest, number>();
 
   constructor(readonly entry: ModelEntry) {
     this.capabilities = new Set(entry.capabilities);
@@ -232,9 +234,11 @@ export class LlamaEngine implements Engine {
         (err: unknown) => queue.end(err),
       );
     try {
-      for await (const delta of queue) {
-        if (signal.aborted) break;
-        yield delta;
+      outer: for await (const batch of queue.batches()) {
+        for (const delta of coalesce(batch)) {
+          if (signal.aborted) break outer;
+          yield delta;
+        }
       }
       signal.throwIfAborted();
     } finally {
@@ -249,13 +253,32 @@ export class LlamaEngine implements Engine {
   /** Checks input lengths before capacity is taken (400 before 503); `embed` checks again. */
   prepareEmbed(req: EmbedRequest): void {
     if (!this.embedder) throw new Error(`model ${this.entry.id} is not loaded for embeddings`);
-    checkInputLengths(this.embedder, req.inputs, embeddingInputLimit(this.embedder, this.entry));
+    this.embedChecked.set(req, checkInputLengths(this.embedder, req.inputs, embeddingInputLimit(this.embedder, this.entry)));
   }
 
   async embed(req: EmbedRequest, signal: AbortSignal): Promise<EmbedResult> {
     if (!this.embedder || !this.model) throw new Error(`model ${this.entry.id} is not loaded for embeddings`);
-    return embedAll(this.embedder, req.inputs, embeddingInputLimit(this.embedder, this.entry), signal);
+    return embedAll(this.embedder, req.inputs, embeddingInputLimit(this.embedder, this.entry), signal, this.embedChecked.get(req));
   }
+}
+
+/**
+ * Merges adjacent text deltas of the same kind that queued up while the consumer was busy (e.g. writing to a slow
+ * socket): one SSE event per batch instead of one per token, so a lagging client costs fewer writes, not more.
+ */
+export function coalesce(batch: ChatDelta[]): ChatDelta[] {
+  const out: ChatDelta[] = [];
+  for (const delta of batch) {
+    const last = out.at(-1);
+    if (last?.type === "content" && delta.type === "content" && !last.logprobs && !delta.logprobs) {
+      out[out.length - 1] = { type: "content", text: last.text + delta.text };
+    } else if (last?.type === "reasoning" && delta.type === "reasoning") {
+      out[out.length - 1] = { type: "reasoning", text: last.text + delta.text };
+    } else if (last?.type === "tool_call" && delta.type === "tool_call" && delta.id === undefined && last.index === delta.index) {
+      out[out.length - 1] = { ...last, arguments: last.arguments + delta.arguments };
+    } else out.push(delta);
+  }
+  return out;
 }
 
 function newToolCallId(): string {
