@@ -204,6 +204,16 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       const text = await listed.text();
       assert.ok(!text.includes(key.key), "the key value is never shown again");
       assert.ok(text.includes(key.prefix));
+      const patched = await s.fetch(`${s.origin}/admin/v1/accounts/${account.id}`, {
+        method: "PATCH",
+        headers: { ...bearer(adminToken), "content-type": "application/json" },
+        body: JSON.stringify({ plan: "dedicated", allowIps: ["10.0.0.0/8"] }),
+      });
+      assert.deepEqual(((await patched.json()) as { allowIps: string[] }).allowIps, ["10.0.0.0/8"]);
+      const usage = await s.fetch(`${s.origin}/admin/v1/usage?account=${account.id}`, { headers: { "x-admin-token": adminToken } });
+      assert.deepEqual(await usage.json(), { object: "list", data: [] });
+      const unknown = await s.fetch(`${s.origin}/admin/v1/keys/key_nope/revoke`, { method: "POST", headers: bearer(adminToken) });
+      assert.deepEqual(await errorOf(unknown), { status: 404, type: "invalid_request_error", code: "model_not_found", param: "id" });
     });
   });
 }
