@@ -1,0 +1,146 @@
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import path from "node:path";
+import pino from "pino";
+import type { FastifyBaseLogger } from "fastify";
+import { FairQueue } from "../src/scheduler/fair-queue.ts";
+import { ModelRunner, type Lease } from "../src/scheduler/model-runner.ts";
+import type { ModelEntry } from "../src/config/app-config.ts";
+import type { Engine } from "../src/engines/engine.ts";
+import { AppError } from "../src/errors/app-error.ts";
+import { startServer, modelsDir, type TestServer } from "./helpers/server.ts";
+
+const log = pino({ level: "silent" }) as unknown as FastifyBaseLogger;
+
+function entry(over: Partial<ModelEntry> = {}): ModelEntry {
+  return {
+    id: "m",
+    engine: "llama",
+    source: "x",
+    path: null,
+    hubRef: null,
+    capabilities: ["chat"],
+    contextSize: null,
+    parallel: 1,
+    threads: 1,
+    ownedBy: "me",
+    load: "eager",
+    keepAliveMs: null,
+    queueSize: 8,
+    requestTimeoutMs: 60_000,
+    dtype: null,
+    defaults: {},
+    maxInputTokens: null,
+    url: null,
+    apiKey: null,
+    upstreamModel: null,
+    ...over,
+  };
+}
+
+const idleEngine = async (): Promise<Engine> => ({
+  capabilities: new Set(["chat"]),
+  contextSize: 16,
+  load: async () => {},
+  unload: async () => {},
+});
+
+test("fair queue: round-robin across keys, not FIFO across all requests", () => {
+  const q = new FairQueue<string>(10);
+  for (const item of ["a1", "a2", "a3"]) q.push("a", item);
+  q.push("b", "b1");
+  q.push("c", "c1");
+  q.push("b", "b2");
+  const order = [];
+  while (q.size > 0) order.push(q.shift());
+  assert.deepEqual(order, ["a1", "b1", "c1", "a2", "b2", "a3"]);
+});
+
+test("fair queue: bounded, and a removed waiter leaves the rotation", () => {
+  const q = new FairQueue<string>(2);
+  q.push("a", "a1");
+  q.push("b", "b1");
+  assert.ok(q.full);
+  assert.ok(q.remove("a", "a1"));
+  assert.equal(q.size, 1);
+  assert.equal(q.shift(), "b1");
+  assert.equal(q.shift(), undefined);
+});
+
+test("model runner: waiting keys are served round-robin as slots free up; full queue is 503 overloaded", async () => {
+  const runner = new ModelRunner(entry({ parallel: 1, queueSize: 3 }), idleEngine, log);
+  await runner.load();
+  const signal = new AbortController().signal;
+  const first = await runner.acquire("a", signal);
+  const served: string[] = [];
+  const wait = (key: string) => runner.acquire(key, signal).then((lease: Lease) => {
+    served.push(key);
+    lease.release();
+  });
+  const waiting = [wait("a"), wait("a"), wait("b")];
+  assert.equal(runner.stats().queueDepth, 3);
+  assert.throws(() => runner.acquire("c", signal), (err: unknown) => err instanceof AppError && err.code === "overloaded" && (err.retryAfterMs ?? 0) >= 1000);
+  first.release();
+  await Promise.all(waiting);
+  assert.deepEqual(served, ["a", "b", "a"]);
+  assert.equal(runner.stats().active, 0);
+});
+
+test("model runner: an aborted waiter leaves the queue at once", async () => {
+  const runner = new ModelRunner(entry({ parallel: 1 }), idleEngine, log);
+  await runner.load();
+  const lease = await runner.acquire("a", new AbortController().signal);
+  const controller = new AbortController();
+  const waiting = runner.acquire("b", controller.signal);
+  assert.equal(runner.stats().queueDepth, 1);
+  controller.abort(new Error("gone"));
+  await assert.rejects(waiting, /gone/);
+  assert.equal(runner.stats().queueDepth, 0);
+  lease.release();
+});
+
+let srv: TestServer | undefined;
+after(async () => {
+  await srv?.close();
+});
+
+test("keepAlive: an idle model is unloaded, then reloaded on demand (503 model_loading meanwhile)", async () => {
+  srv = await startServer({
+    models: [
+      { id: "idle", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"], contextSize: 128, threads: 1, keepAlive: "300ms" },
+      { id: "slow", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"], contextSize: 2048, threads: 1, requestTimeout: "150ms" },
+    ],
+  });
+  const { key } = await srv.createKey();
+  const post = (body: Record<string, unknown>) =>
+    srv!.fetch(`${srv!.baseURL}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ messages: [{ role: "user", content: "Once upon a time" }], ...body }),
+    });
+  const runner = srv.server.ctx.catalog.get("idle");
+  assert.equal((await post({ model: "idle", max_tokens: 2 })).status, 200);
+  const deadline = Date.now() + 5000;
+  while (runner.stats().state !== "unloaded" && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  assert.equal(runner.stats().state, "unloaded");
+  const res = await post({ model: "idle", max_tokens: 2 });
+  assert.equal(res.status, 503);
+  assert.equal(((await res.json()) as { error: { code: string } }).error.code, "model_loading");
+  assert.ok(Number(res.headers.get("retry-after")) >= 1);
+  let status = 503;
+  while (status === 503 && Date.now() < deadline + 20_000) {
+    await new Promise((r) => setTimeout(r, 50));
+    const again = await post({ model: "idle", max_tokens: 2 });
+    status = again.status;
+    await again.text();
+  }
+  assert.equal(status, 200);
+
+  // requestTimeout: a generation cut by the deadline ends as if max_tokens had been reached, and frees its slot.
+  const cut = await post({ model: "slow", max_tokens: 2000, temperature: 1, seed: 1 });
+  assert.equal(cut.status, 200);
+  const body = (await cut.json()) as { choices: { finish_reason: string; message: { content: string } }[]; usage: { completion_tokens: number } };
+  assert.equal(body.choices[0].finish_reason, "length");
+  assert.ok(body.usage.completion_tokens < 2000);
+  assert.equal(srv.server.ctx.catalog.get("slow").stats().active, 0);
+});
