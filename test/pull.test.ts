@@ -170,6 +170,37 @@ test("issue 9.1 a killed pull resumes with a Range request and the bytes verify"
   }
 });
 
+test("issue 9.1 an interrupted ONNX layout pull leaves nothing at the model's folder until every file is verified", async () => {
+  const dataDir = tempDir();
+  hub.behaviour.stallAt = { file: "onnx/model.onnx", byte: 100_000 };
+  try {
+    const repoDir = path.join(dataDir, "models/forged/bert-embed-tiny");
+    const child = spawn(process.execPath, [cliPath, "pull", "hf:forged/bert-embed-tiny", "--data-dir", dataDir], {
+      env: { ...process.env, ...env() },
+      stdio: ["ignore", "ignore", "ignore"],
+    });
+    const staged = path.join(dataDir, "models/.partial/forged/bert-embed-tiny/onnx/model.onnx.partial");
+    const deadline = Date.now() + 20_000;
+    while ((statSync(staged, { throwIfNoEntry: false })?.size ?? 0) < 100_000 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    child.kill("SIGKILL");
+    await exited;
+    assert.equal(statSync(staged).size, 100_000);
+    assert.ok(!existsSync(repoDir), "no half-pulled folder where the model is expected");
+
+    hub.behaviour.stallAt = null;
+    const before = hub.requests.length;
+    const resumed = await runCli(["pull", "hf:forged/bert-embed-tiny", "--data-dir", dataDir, "--json"], env());
+    assert.equal(resumed.code, 0, resumed.stderr);
+    assert.ok(hub.requests.slice(before).some((r) => r.range === "bytes=100000-"));
+    assert.equal(sha256(readFileSync(path.join(repoDir, "onnx/model.onnx"))), sha256(embedFolder["onnx/model.onnx"] as Buffer));
+    assert.ok(!existsSync(path.join(dataDir, "models/.partial/forged/bert-embed-tiny")));
+  } finally {
+    hub.behaviour.stallAt = null;
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
 test("issue 9.1 a corrupted download fails its sha256 check: exit 1, clear message, nothing left in place", async () => {
   const dataDir = tempDir();
   hub.behaviour.corrupt = "stories260K.gguf";
