@@ -10,7 +10,10 @@ import type { ModelEntry } from "../src/config/app-config.ts";
 
 const adminToken = "admin-token-0123456789abcdef";
 const stories = readFileSync(path.join(modelsDir, "stories260K.gguf"));
-const hub = await startFakeHub({ "karpathy/tinyllamas": { "stories260K.gguf": stories } });
+const hub = await startFakeHub({
+  "karpathy/tinyllamas": { "stories260K.gguf": stories },
+  "test-org/stories-GGUF": { "stories-q4_k_m.gguf": stories, "stories-q8_0.gguf": stories },
+});
 after(() => hub.close());
 
 const storiesModel = (extra: Record<string, unknown> = {}) => ({
@@ -88,6 +91,37 @@ test("issue 9.3 a configured model whose files are missing is 404 model_not_foun
     assert.equal(completion.model, "stories");
     assert.ok(completion.choices[0].message.content!.length > 0);
     assert.ok(completion.usage!.completion_tokens > 0);
+  } finally {
+    await server.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test("issue 9.3 a model pulled while the server runs is picked up by the next request: 503 model_loading while it really loads, then served", async () => {
+  const dataDir = tempDir();
+  const server = await startServer({ models: [storiesModel({ source: "hf:test-org/stories-GGUF:Q4_K_M" })] }, { dataDir });
+  try {
+    const { key } = await server.createKey();
+    const ask = () =>
+      server.fetch(`${server.baseURL}/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "stories", messages: [{ role: "user", content: "Once upon a time" }], max_tokens: 8 }),
+      });
+    const missing = await ask();
+    assert.equal(missing.status, 404);
+    assert.match(((await missing.json()) as { error: { message: string } }).error.message, /modelgate pull hf:test-org\/stories-GGUF:Q4_K_M/);
+
+    // The hub names the file stories-q4_k_m.gguf, not the guessed stories-Q4_K_M.gguf: the catalog finds it.
+    const byRef = await runCli(["pull", "hf:test-org/stories-GGUF:Q4_K_M", "--data-dir", dataDir], { HF_ENDPOINT: hub.endpoint });
+    assert.equal(byRef.code, 0, byRef.stderr);
+
+    const loading = await ask();
+    assert.equal(loading.status, 503);
+    assert.ok(Number(loading.headers.get("retry-after")) >= 1);
+    assert.equal(((await loading.json()) as { error: { code: string } }).error.code, "model_loading");
+    const served = await waitFor(async () => (await ask()).status, (status) => status === 200, "served");
+    assert.equal(served, 200);
   } finally {
     await server.close();
     rmSync(dataDir, { recursive: true, force: true });

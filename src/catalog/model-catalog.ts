@@ -1,9 +1,12 @@
+import { existsSync } from "node:fs";
+import path from "node:path";
 import type { FastifyBaseLogger } from "fastify";
 import type { ModelEntry } from "../config/app-config.ts";
 import type { Capability } from "../config/config.schema.ts";
 import type { Engine } from "../engines/engine.ts";
 import { AppError } from "../errors/app-error.ts";
 import { ModelRunner, type RunnerStats } from "../scheduler/model-runner.ts";
+import { findQuantFile, parseHubRef } from "./hub-ref.ts";
 
 export type EngineFactory = (entry: ModelEntry) => Promise<Engine>;
 
@@ -34,6 +37,7 @@ export class ModelCatalog {
   get(id: string): ModelRunner {
     const runner = this.runners.get(id);
     if (!runner) throw new AppError("model_not_found", { param: "model", message: `The model '${id}' does not exist.` });
+    if (runner.state === "missing") rediscover(runner);
     return runner;
   }
 
@@ -135,6 +139,21 @@ export class ModelCatalog {
     await Promise.all([...draining, ...loading]);
     return summary;
   }
+}
+
+/**
+ * A model's files may be pulled while the server runs (`modelgate pull` in another terminal). Once they are there
+ * the runner leaves `missing`, so the next request starts a real load (503 model_loading, then ready). A quant
+ * ref's exact file name is only known once the GGUF is on disk.
+ */
+function rediscover(runner: ModelRunner): void {
+  const entry = runner.entry;
+  if (entry.hubRef && entry.path && !existsSync(entry.path)) {
+    const quant = parseHubRef(entry.hubRef).quant;
+    const found = quant ? findQuantFile(path.dirname(entry.path), quant) : null;
+    if (found) entry.path = path.join(path.dirname(entry.path), found);
+  }
+  if (runner.filesPresent()) runner.state = "unloaded";
 }
 
 export interface ReloadSummary {
