@@ -13,7 +13,7 @@ let runner: WhisperRunner;
 let jfk: Float32Array;
 
 before(async () => {
-  runner = await WhisperRunner.load({ path: whisperDir, dtype: null, threads: 1, vadModel: null });
+  runner = await WhisperRunner.load({ path: whisperDir, dtype: null, threads: 1 });
   jfk = (await decodeToMono16k(readFileSync(path.join(modelsDir, "jfk.wav")))).audio;
 });
 

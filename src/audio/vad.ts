@@ -17,36 +17,50 @@ export class SileroVad {
   }
 
   /**
-   * Speech probability of every 512-sample frame of 16 kHz mono audio. Long audio is cut into rows of
-   * `rowSeconds` run as one batch (each row starts with a fresh state), so the number of model calls
-   * stays that of one row whatever the length.
+   * Speech probability of every 512-sample frame of 16 kHz mono audio. The audio is taken in blocks of
+   * `blockSeconds`; inside a block, rows of `rowSeconds` run as one batch (each row starts with a fresh state),
+   * so a block costs the model calls of one row. `onBlock` gets each block's probabilities as soon as they are
+   * known, so windows can start before the whole recording is scanned.
    */
-  async probabilities(audio: Float32Array, signal?: AbortSignal, rowSeconds = 8): Promise<Float32Array> {
+  async probabilities(
+    audio: Float32Array,
+    signal?: AbortSignal,
+    options: { rowSeconds?: number; blockSeconds?: number; onBlock?: (fromFrame: number, probs: Float32Array) => void } = {},
+  ): Promise<Float32Array> {
     const frames = Math.ceil(audio.length / vadFrame);
-    const rowFrames = Math.max(1, Math.round((rowSeconds * 16000) / vadFrame));
-    const rows = Math.max(1, Math.ceil(frames / rowFrames));
+    const rowFrames = Math.max(1, Math.round(((options.rowSeconds ?? 8) * 16000) / vadFrame));
+    const rowsPerBlock = Math.max(1, Math.round((options.blockSeconds ?? 32) / (options.rowSeconds ?? 8)));
+    const blockFrames = rowFrames * rowsPerBlock;
     const out = new Float32Array(frames);
     const width = contextSize + vadFrame;
-    let state: ort.Tensor = new ort.Tensor("float32", new Float32Array(2 * rows * 128), [2, rows, 128]);
     const sr = new ort.Tensor("int64", BigInt64Array.from([16000n]), []);
-    for (let f = 0; f < rowFrames; f++) {
-      if (f % 128 === 0) signal?.throwIfAborted();
-      const input = new Float32Array(rows * width);
-      for (let r = 0; r < rows; r++) {
-        const frame = r * rowFrames + f;
-        if (frame >= frames) continue;
-        const start = frame * vadFrame;
-        // context: the 64 samples before the frame
-        if (start > 0) input.set(audio.subarray(start - contextSize, start), r * width);
-        input.set(audio.subarray(start, Math.min(start + vadFrame, audio.length)), r * width + contextSize);
+    for (let block = 0; block < frames; block += blockFrames) {
+      const rows = Math.min(rowsPerBlock, Math.ceil((frames - block) / rowFrames));
+      let state: ort.Tensor = new ort.Tensor("float32", new Float32Array(2 * rows * 128), [2, rows, 128]);
+      for (let f = 0; f < rowFrames; f++) {
+        if (f % 16 === 0) signal?.throwIfAborted();
+        const input = new Float32Array(rows * width);
+        let any = false;
+        for (let r = 0; r < rows; r++) {
+          const frame = block + r * rowFrames + f;
+          if (frame >= frames) continue;
+          any = true;
+          const start = frame * vadFrame;
+          // context: the 64 samples before the frame
+          if (start > 0) input.set(audio.subarray(start - contextSize, start), r * width);
+          input.set(audio.subarray(start, Math.min(start + vadFrame, audio.length)), r * width + contextSize);
+        }
+        if (!any) break;
+        const result = await this.session.run({ input: new ort.Tensor("float32", input, [rows, width]), state, sr });
+        const probs = result.output.data as Float32Array;
+        for (let r = 0; r < rows; r++) {
+          const frame = block + r * rowFrames + f;
+          if (frame < frames) out[frame] = probs[r];
+        }
+        state = result.stateN as ort.Tensor;
       }
-      const result = await this.session.run({ input: new ort.Tensor("float32", input, [rows, width]), state, sr });
-      const probs = result.output.data as Float32Array;
-      for (let r = 0; r < rows; r++) {
-        const frame = r * rowFrames + f;
-        if (frame < frames) out[frame] = probs[r];
-      }
-      state = result.stateN as ort.Tensor;
+      const end = Math.min(frames, block + blockFrames);
+      options.onBlock?.(block, out.slice(block, end));
     }
     return out;
   }

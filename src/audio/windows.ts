@@ -84,6 +84,20 @@ export function speechSpans(probs: ArrayLike<number>, opts: WindowOptions = defa
  */
 export function planWindows(probs: ArrayLike<number>, duration: number, opts: WindowOptions = defaultWindowOptions): AudioWindow[] {
   if (duration <= opts.maxWindow) return [{ start: 0, end: duration, keepFrom: 0, keepTo: duration }];
+  return planSpeechWindows(probs, duration, opts);
+}
+
+/**
+ * The windows already settled while the VAD has scanned only the first `covered` seconds: those followed by a
+ * silence long enough to cut (so no later speech can join their group) inside the scanned part. They are the
+ * windows planWindows gives for the whole recording.
+ */
+export function settledWindows(probs: ArrayLike<number>, covered: number, opts: WindowOptions = defaultWindowOptions): AudioWindow[] {
+  const margin = opts.cutSilence + opts.pad + opts.minSilence;
+  return planSpeechWindows(probs, covered, opts).filter((w) => w.end + margin <= covered && w.keepTo === w.end);
+}
+
+function planSpeechWindows(probs: ArrayLike<number>, duration: number, opts: WindowOptions): AudioWindow[] {
   const spans = speechSpans(probs, opts).map((s) => ({ start: Math.min(s.start, duration), end: Math.min(s.end, duration) }));
   if (spans.length === 0) return [];
 

@@ -3,7 +3,9 @@ import path from "node:path";
 import type { ModelEntry } from "../../config/app-config.ts";
 import type { Capability } from "../../config/config.schema.ts";
 import { AppError } from "../../errors/app-error.ts";
-import { planWindows, type AudioWindow } from "../../audio/windows.ts";
+/** Silero VAD frame at 16 kHz (src/audio/vad.ts); not imported, so the main thread never loads onnxruntime. */
+const vadFrame = 512;
+import { planWindows, settledWindows, type AudioWindow } from "../../audio/windows.ts";
 import type { Engine, TranscribeRequest, Transcript, TranscriptSegment } from "../engine.ts";
 import { WorkerPool } from "./worker-pool.ts";
 import type { WhisperInit, WindowResult } from "./tasks/whisper.task.ts";
@@ -89,14 +91,26 @@ class Slots {
 const round2 = (x: number) => Math.round(x * 100) / 100;
 
 /**
- * Whisper (transformers.js layout) in worker threads. Audio longer than one window is cut by Silero VAD at
- * silences (windows of at most 30 s), the windows run in parallel up to the model's `parallel`, and their
- * segments are put back on the recording's timeline. Language is detected on the first window when not given.
+ * Waits until no call is running in the pool's workers, aborted ones included (they finish their current
+ * ONNX run first). Terminating a worker inside a native onnxruntime run aborts the whole process.
+ */
+async function settle(pool: WorkerPool, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (pool.load().some((n) => n > 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+}
+
+/**
+ * Whisper (transformers.js layout) in worker threads. Audio longer than one window is cut by Silero VAD (on a
+ * thread of its own) at silences into windows of at most 30 s; windows start as soon as the scan has settled
+ * them and run in parallel up to the model's `parallel`; their segments are put back on the recording's
+ * timeline. Language is detected on the first window when not given.
  */
 export class OnnxWhisperEngine implements Engine {
   readonly capabilities: ReadonlySet<Capability>;
   readonly contextSize = null;
   private pool: WorkerPool | null = null;
+  /** Silero VAD on a thread of its own; null when no VAD model is found (fixed windows then). */
+  private vadPool: WorkerPool | null = null;
   private readonly slots: Slots;
   private readonly vadModel: string | null;
 
@@ -109,20 +123,30 @@ export class OnnxWhisperEngine implements Engine {
   async load(): Promise<void> {
     if (this.pool) return;
     if (!this.entry.path) throw new Error(`model '${this.entry.id}' has no local path`);
-    const init: WhisperInit = { path: this.entry.path, dtype: this.entry.dtype, threads: this.entry.threads, vadModel: this.vadModel };
-    const pool = new WorkerPool({
-      size: this.entry.parallel,
-      taskModule: path.join(import.meta.dirname, "tasks", "whisper.task.ts"),
-      init,
-    });
-    await pool.start();
+    const init: WhisperInit = { path: this.entry.path, dtype: this.entry.dtype, threads: this.entry.threads };
+    const pool = new WorkerPool({ size: this.entry.parallel, taskModule: path.join(import.meta.dirname, "tasks", "whisper.task.ts"), init });
+    const vadPool = this.vadModel
+      ? new WorkerPool({ size: 1, taskModule: path.join(import.meta.dirname, "tasks", "vad.task.ts"), init: { vadModel: this.vadModel, threads: 1 } })
+      : null;
+    try {
+      await Promise.all([pool.start(), vadPool?.start()]);
+    } catch (err) {
+      await Promise.all([pool.close(), vadPool?.close()]);
+      throw err;
+    }
     this.pool = pool;
+    this.vadPool = vadPool;
   }
 
   async unload(): Promise<void> {
-    const pool = this.pool;
+    const pools = [this.pool, this.vadPool];
     this.pool = null;
-    await pool?.close();
+    this.vadPool = null;
+    await Promise.all(pools.map(async (p) => {
+      if (!p) return;
+      await settle(p);
+      await p.close();
+    }));
   }
 
   /** The most windows that ever ran at once (at most the model's `parallel`). */
@@ -130,27 +154,31 @@ export class OnnxWhisperEngine implements Engine {
     return { peak: this.slots.peak, parallel: this.entry.parallel };
   }
 
-  /** The windows a recording is cut into (exported for tests and the bench). */
-  async windows(audio: Float32Array, signal: AbortSignal): Promise<AudioWindow[]> {
+  /**
+   * The windows a recording is cut into. `onSettled` gets windows that are already certain while the VAD is
+   * still scanning the rest, so they can start early; the returned list is the whole plan.
+   */
+  async windows(audio: Float32Array, signal: AbortSignal, onSettled?: (w: AudioWindow) => void): Promise<AudioWindow[]> {
     const duration = audio.length / sampleRate;
     if (duration <= maxWindowSeconds) return [{ start: 0, end: duration, keepFrom: 0, keepTo: duration }];
-    const probs = await this.requirePool().call<Float32Array | null>("vadProbabilities", { audio }, { signal });
+    if (!this.vadPool) return fixedWindows(duration);
+    const frames = new Float32Array(Math.ceil(audio.length / vadFrame));
+    const probs = await this.vadPool.call<Float32Array | null>("vadProbabilities", { audio }, {
+      signal,
+      onEvent: (value) => {
+        const { fromFrame, probs: block } = value as { fromFrame: number; probs: Float32Array };
+        frames.set(block, fromFrame);
+        const scanned = fromFrame + block.length;
+        if (!onSettled || scanned >= frames.length) return;
+        for (const w of settledWindows(frames.subarray(0, scanned), (scanned * vadFrame) / sampleRate)) onSettled(w);
+      },
+    });
     return probs ? planWindows(probs, duration) : fixedWindows(duration);
   }
 
   async transcribe(req: TranscribeRequest, signal: AbortSignal): Promise<WhisperTranscript> {
     const pool = this.requirePool();
     const duration = req.audio.length / sampleRate;
-    const windows = await this.windows(req.audio, signal);
-    if (windows.length === 0) {
-      // Silence only: nothing to transcribe, but a language is still reported.
-      let code = req.language;
-      if (!code) {
-        const head = req.audio.slice(0, maxWindowSeconds * sampleRate);
-        code = (await pool.call<{ language: string }>("detectLanguage", { audio: head }, { signal, transfer: [head.buffer] })).language;
-      }
-      return { text: "", language: code, duration, segments: [], completionTokens: 0, windows: 0 };
-    }
 
     let resolveLanguage!: (code: string) => void;
     let rejectLanguage!: (err: unknown) => void;
@@ -161,8 +189,10 @@ export class OnnxWhisperEngine implements Engine {
     language.catch(() => {});
     if (req.language) resolveLanguage(req.language);
 
-    const runWindow = async (window: AudioWindow, index: number): Promise<WindowResult> => {
-      const lang = index === 0 ? req.language : await language;
+    // The first window started detects the language (when not given); the others wait for it.
+    const started = new Map<string, Promise<WindowResult>>();
+    const runWindow = async (window: AudioWindow, first: boolean): Promise<WindowResult> => {
+      const lang = first ? req.language : await language;
       const release = await this.slots.take(signal);
       try {
         const audio = req.audio.slice(Math.floor(window.start * sampleRate), Math.ceil(window.end * sampleRate));
@@ -175,37 +205,64 @@ export class OnnxWhisperEngine implements Engine {
             onEvent: (value) => resolveLanguage((value as { language: string }).language),
           },
         );
-        if (index === 0) resolveLanguage(result.language);
+        if (first) resolveLanguage(result.language);
         return result;
       } catch (err) {
-        if (index === 0) rejectLanguage(err);
+        if (first) rejectLanguage(err);
         throw err;
       } finally {
         release();
       }
     };
+    const start = (window: AudioWindow): Promise<WindowResult> => {
+      const key = `${window.start}-${window.end}`;
+      let running = started.get(key);
+      if (!running) {
+        running = runWindow(window, started.size === 0);
+        running.catch(() => {});
+        started.set(key, running);
+      }
+      return running;
+    };
 
-    const results = await Promise.all(windows.map(runWindow));
+    let windows: AudioWindow[];
+    try {
+      windows = await this.windows(req.audio, signal, start);
+    } catch (err) {
+      await Promise.allSettled(started.values());
+      throw err;
+    }
+    if (windows.length === 0) {
+      // Silence only: nothing to transcribe, but a language is still reported.
+      let code = req.language;
+      if (!code) {
+        const head = req.audio.slice(0, maxWindowSeconds * sampleRate);
+        code = (await pool.call<{ language: string }>("detectLanguage", { audio: head }, { signal, transfer: [head.buffer] })).language;
+      }
+      return { text: "", language: code, duration, segments: [], completionTokens: 0, windows: 0 };
+    }
+
+    const results = await Promise.all(windows.map(start));
     const segments: TranscriptSegment[] = [];
     let tokens = 0;
     results.forEach((result, k) => {
-        const window = windows[k];
-        tokens += result.tokens;
-        for (const seg of result.segments) {
-          const hi = Math.min(window.end, duration);
-          const start = Math.min(Math.max(window.start + seg.start, window.start, 0), hi);
-          const end = Math.min(Math.max(window.start + seg.end, start), hi);
-          const middle = (start + end) / 2;
-          // Overlapping fixed windows: each keeps the segments whose middle falls in its own part.
-          if (middle < window.keepFrom || (middle >= window.keepTo && window.keepTo < window.end)) continue;
-          segments.push({ id: 0, start: round2(start), end: round2(end), text: seg.text });
-        }
+      const window = windows[k];
+      tokens += result.tokens;
+      for (const seg of result.segments) {
+        const hi = Math.min(window.end, duration);
+        const from = Math.min(Math.max(window.start + seg.start, window.start, 0), hi);
+        const to = Math.min(Math.max(window.start + seg.end, from), hi);
+        const middle = (from + to) / 2;
+        // Overlapping fixed windows: each keeps the segments whose middle falls in its own part.
+        if (middle < window.keepFrom || (middle >= window.keepTo && window.keepTo < window.end)) continue;
+        segments.push({ id: 0, start: round2(from), end: round2(to), text: seg.text });
+      }
     });
     segments.sort((a, b) => a.start - b.start || a.end - b.end);
     segments.forEach((s, i) => (s.id = i));
     return {
       text: segments.map((s) => s.text).join("").trim(),
-      language: results[0]?.language ?? (await language),
+      language: await language.catch(() => results[0].language),
       duration,
       segments,
       completionTokens: tokens,

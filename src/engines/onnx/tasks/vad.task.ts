@@ -2,8 +2,8 @@ import { SileroVad } from "../../../audio/vad.ts";
 import type { TaskContext } from "../worker-protocol.ts";
 
 /**
- * Silero VAD in a worker: speech probabilities per 512-sample frame. Also re-exported by whisper.task.ts,
- * so an engine's whisper workers can window long audio without a pool of their own.
+ * Silero VAD in a worker thread of its own, so scanning a long recording runs beside the whisper workers
+ * (and never holds one of them) and the first windows can start before the scan ends.
  */
 export interface VadInit {
   vadModel: string | null;
@@ -21,7 +21,10 @@ export async function init(arg: VadInit): Promise<void> {
   await initVad(arg);
 }
 
+/** Probabilities of every frame; each 32 s block is also emitted as {fromFrame, probs} as soon as it is done. */
 export async function vadProbabilities(args: { audio: Float32Array }, ctx?: TaskContext): Promise<Float32Array | null> {
   if (!holder.vad) return null;
-  return holder.vad.probabilities(args.audio, ctx?.signal);
+  return holder.vad.probabilities(args.audio, ctx?.signal, {
+    onBlock: (fromFrame, probs) => ctx?.emit({ fromFrame, probs }, [probs.buffer]),
+  });
 }

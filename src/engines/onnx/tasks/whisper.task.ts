@@ -9,9 +9,6 @@ import {
 } from "@huggingface/transformers";
 import { AppError } from "../../../errors/app-error.ts";
 import type { TaskContext } from "../worker-protocol.ts";
-import { initVad, vadProbabilities } from "./vad.task.ts";
-
-export { vadProbabilities };
 
 /**
  * Whisper on transformers.js, one window (<= 30 s of 16 kHz audio) per call. transformers.js 4.3.1 has no
@@ -23,7 +20,6 @@ export interface WhisperInit {
   path: string;
   dtype: string | null;
   threads: number;
-  vadModel: string | null;
 }
 
 export interface WindowArgs {
@@ -229,7 +225,6 @@ export class WhisperRunner {
 const holder: { runner: WhisperRunner | null } = { runner: null };
 
 export async function init(arg: WhisperInit): Promise<void> {
-  await initVad({ vadModel: arg.vadModel, threads: 1 });
   holder.runner = await WhisperRunner.load(arg);
 }
 
