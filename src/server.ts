@@ -64,7 +64,7 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   const store = await openStore(config, app.log);
   closers.push(() => store.close());
   const usage = new UsageRecorder(store, app.log);
-  closers.push(() => usage.flush());
+  closers.push(() => usage.close());
   const catalog = new ModelCatalog(config.models, options.createEngine ?? createEngine, app.log);
   closers.push(() => catalog.unloadAll());
   const ctx: AppContext = { config, catalog, usage, onClose: (fn) => closers.push(fn) };
