@@ -223,7 +223,14 @@ export class LlamaEngine implements Engine {
       .then(
         (result) => {
           const reason = result.metadata.stopReason;
-          const finishReason = reason === "maxTokens" ? "length" : reason === "functionCalls" || (result.functionCalls?.length ?? 0) > 0 ? "tool_calls" : "stop";
+          // A generation cut by the signal (deadline or disconnect) ends like one cut by max_tokens, with the
+          // tokens really generated, so usage stays exact.
+          const finishReason =
+            reason === "maxTokens" || reason === "abort"
+              ? "length"
+              : reason === "functionCalls" || (result.functionCalls?.length ?? 0) > 0
+                ? "tool_calls"
+                : "stop";
           queue.push({
             type: "done",
             finishReason,
@@ -234,13 +241,7 @@ export class LlamaEngine implements Engine {
         (err: unknown) => queue.end(err),
       );
     try {
-      outer: for await (const batch of queue.batches()) {
-        for (const delta of coalesce(batch)) {
-          if (signal.aborted) break outer;
-          yield delta;
-        }
-      }
-      signal.throwIfAborted();
+      for await (const batch of queue.batches()) yield* coalesce(batch);
     } finally {
       signal.removeEventListener("abort", onAbort);
       stop.abort();

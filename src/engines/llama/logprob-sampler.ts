@@ -84,7 +84,7 @@ export async function* sampleWithLogprobs(run: LogprobRun): AsyncGenerator<ChatD
   let next = await iterator.next();
   try {
     while (!next.done) {
-      run.signal.throwIfAborted();
+      if (run.signal.aborted) break;
       const { probabilities } = next.value;
       const token = pick(probabilities, run.temperature, run.topP, random);
       if (model.isEogToken(token)) {
