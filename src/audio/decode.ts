@@ -4,6 +4,8 @@ import { mixdown, resample } from "./resample.ts";
 import { sniffFormat, truncationProblem, type AudioFormat } from "./sniff.ts";
 
 export const targetRate = 16_000;
+/** Longest recording accepted: two hours (about 460 MB of 16 kHz float samples). */
+export const maxSeconds = 2 * 60 * 60;
 
 export interface DecodedAudio {
   /** 16 kHz mono PCM. */
@@ -51,6 +53,9 @@ export async function decodeToMono16k(bytes: Uint8Array): Promise<DecodedAudio> 
     for (let i = 0; i < channel.length; i++) {
       if (!Number.isFinite(channel[i])) throw badFile(`The uploaded ${format} file decodes to invalid samples.`);
     }
+  }
+  if (frames / decoded.sampleRate > maxSeconds) {
+    throw badFile(`The uploaded audio is ${Math.round(frames / decoded.sampleRate / 60)} minutes long; the limit is ${maxSeconds / 60} minutes.`);
   }
   const mono = mixdown(channels);
   const audio = decoded.sampleRate === targetRate ? mono : resample(mono, decoded.sampleRate, targetRate);
