@@ -3,11 +3,15 @@ import type { ModelEntry } from "../../config/app-config.ts";
 import { AppError } from "../../errors/app-error.ts";
 import type { EmbedResult } from "../engine.ts";
 
+/** The embedding context's size (node-llama-cpp keeps it on an internal field). */
+export function embeddingContextSize(embedder: LlamaEmbeddingContext): number {
+  return (embedder as unknown as { _llamaContext: { contextSize: number } })._llamaContext.contextSize;
+}
+
 /** The longest input in tokens (BOS/EOS included): the config's maxInputTokens, else what the context takes. */
 export function embeddingInputLimit(embedder: LlamaEmbeddingContext, entry: ModelEntry): number {
-  const contextSize = (embedder as unknown as { _llamaContext: { contextSize: number } })._llamaContext.contextSize;
   // node-llama-cpp refuses inputs of contextSize tokens or more.
-  return Math.min(entry.maxInputTokens ?? Infinity, contextSize - 1);
+  return Math.min(entry.maxInputTokens ?? Infinity, embeddingContextSize(embedder) - 1);
 }
 
 /**

@@ -14,7 +14,7 @@ import { AppError } from "../../errors/app-error.ts";
 import type { ChatDelta, ChatRequest, EmbedRequest, EmbedResult, Engine, PreparedChat } from "../engine.ts";
 import { toChatHistory } from "./chat-history.ts";
 import { DeltaQueue } from "./delta-queue.ts";
-import { checkInputLengths, embedAll, embeddingInputLimit } from "./llama-embed.ts";
+import { checkInputLengths, embedAll, embeddingContextSize, embeddingInputLimit } from "./llama-embed.ts";
 import { getLlamaRuntime } from "./llama-runtime.ts";
 import { PlainTextChatWrapper } from "./plain-chat-wrapper.ts";
 import { ReasoningChatWrapper } from "./forced-call-wrapper.ts";
@@ -60,7 +60,7 @@ export class LlamaEngine implements Engine {
 
   get contextSize(): number | null {
     if (this.context) return this.context.contextSize;
-    return this.embedder ? embeddingInputLimit(this.embedder, this.entry) + 1 : null;
+    return this.embedder ? embeddingContextSize(this.embedder) : null;
   }
 
   /** The chat wrapper name in use ("PlainText" is the fallback for models without a template). */
