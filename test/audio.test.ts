@@ -158,3 +158,10 @@ test("§4.4 Silero VAD (real weights): jfk + 5 s silence, 3 times, gives 3 windo
     await vad.close();
   }
 });
+
+test("§7 a WAV claiming an absurd sample rate is 400 param=file, not a resampler blow-up", async () => {
+  const wav = Buffer.from(readFileSync(path.join(modelsDir, "jfk.wav")));
+  wav.writeUInt32LE(100_000_000, 24);
+  wav.writeUInt32LE(200_000_000, 28);
+  await assert.rejects(decodeToMono16k(wav), (err: unknown) => isAppError(err) && err.param === "file" && /sample rate/.test(err.message));
+});

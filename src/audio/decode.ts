@@ -54,6 +54,9 @@ export async function decodeToMono16k(bytes: Uint8Array): Promise<DecodedAudio> 
       if (!Number.isFinite(channel[i])) throw badFile(`The uploaded ${format} file decodes to invalid samples.`);
     }
   }
+  if (decoded.sampleRate < 1000 || decoded.sampleRate > 384_000) {
+    throw badFile(`The uploaded ${format} file has an unsupported sample rate of ${decoded.sampleRate} Hz (1 kHz to 384 kHz).`);
+  }
   if (frames / decoded.sampleRate > maxSeconds) {
     throw badFile(`The uploaded audio is ${Math.round(frames / decoded.sampleRate / 60)} minutes long; the limit is ${maxSeconds / 60} minutes.`);
   }
