@@ -16,6 +16,7 @@ before(async () => {
       { id: "stories", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 4, threads: 1, queueSize: 256 },
       { id: "single", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 1, threads: 1, queueSize: 1 },
       { id: "lazy", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 1, threads: 1, load: "lazy" },
+      { id: "doomed", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 2048, parallel: 1, threads: 1 },
     ],
   });
   key = (await srv.createKey()).key;
@@ -236,4 +237,30 @@ test("§4.2 the openai client raises APIError for a 503 and honours no retries w
   assert.ok(rejected.length >= 1);
   assert.ok(rejected[0].reason instanceof OpenAI.APIError);
   assert.equal((rejected[0].reason as InstanceType<typeof OpenAI.APIError>).status, 503);
+});
+
+test("decisions.md: an error after the first token is one error event, then the stream closes without [DONE]", async () => {
+  const engine = srv.server.ctx.catalog.get("doomed").assertServable();
+  const res = await post({ model: "doomed", messages: once, max_tokens: 2000, temperature: 1, seed: 3, stream: true });
+  assert.equal(res.status, 200);
+  const reader = res.body!.getReader();
+  let raw = "";
+  let killed = false;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    raw += new TextDecoder().decode(value);
+    if (!killed && raw.includes('"content":"')) {
+      killed = true;
+      // The model's context goes away under the running generation: a genuine engine failure mid-stream.
+      void engine.unload();
+    }
+  }
+  const events = raw.trim().split("\n\n");
+  assert.ok(!events.includes("data: [DONE]"), "no [DONE] after an error");
+  const last = JSON.parse(events.at(-1)!.slice(6)) as { error: { type: string; code: string; message: string; param: null } };
+  assert.equal(last.error.type, "server_error");
+  assert.equal(last.error.code, "internal_error");
+  assert.equal(last.error.param, null);
+  assert.deepEqual(JSON.parse(events[0].slice(6)).choices[0].delta, { role: "assistant", content: "" });
 });
