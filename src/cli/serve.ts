@@ -61,8 +61,7 @@ export const serveCommand: Command = {
         if (!config.configFile) return;
         try {
           const next = loadConfig(config.configFile, overrides);
-          const catalog = server.ctx.catalog as unknown as { reload?: (entries: AppConfig["models"]) => Promise<void> };
-          if (catalog.reload) void catalog.reload(next.models);
+          void server.ctx.catalog.reload(next.models);
           server.app.log.info("configuration reloaded");
         } catch (err) {
           server.app.log.error({ err }, "configuration reload failed; keeping the running configuration");
