@@ -3,6 +3,8 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import OpenAI from "openai";
 import { startServer, modelsDir, type TestServer } from "./helpers/server.ts";
+import { silentLogger } from "./helpers/keys.ts";
+import { openStore } from "../src/store/store.ts";
 
 let srv: TestServer;
 let key: string;
@@ -174,4 +176,25 @@ test("§7 unknown model is 404 model_not_found param model, before parameter-fre
   const err = await errorOf(client.chat.completions.create({ model: "nope", messages: once }));
   assert.equal(err.status, 404);
   assert.equal(err.param, "model");
+});
+
+test("usage is recorded per key and model under the chat endpoint, streamed or not", async () => {
+  const { key: usageKey, id, accountId } = await srv.createKey();
+  const own = srv.openai(usageKey);
+  const plain = await own.chat.completions.create({ model: "stories", messages: once, max_tokens: 5, temperature: 0 });
+  const stream = await own.chat.completions.create({ model: "stories", messages: once, max_tokens: 7, temperature: 0, stream: true, stream_options: { include_usage: true } });
+  let streamedUsage: { prompt_tokens: number; completion_tokens: number } | undefined;
+  for await (const chunk of stream) if (chunk.usage) streamedUsage = chunk.usage;
+  assert.equal(streamedUsage!.completion_tokens, 7);
+  await srv.server.ctx.usage.flush();
+  const store = await openStore(srv.config, silentLogger());
+  try {
+    const rows = (await store.usage.summary(accountId)).filter((r) => r.keyId === id);
+    assert.deepEqual(
+      rows.map((r) => [r.model, r.endpoint, r.requests, r.promptTokens, r.completionTokens]),
+      [["stories", "chat", 2, plain.usage!.prompt_tokens + streamedUsage!.prompt_tokens, 12]],
+    );
+  } finally {
+    await store.close();
+  }
 });

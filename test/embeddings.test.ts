@@ -3,6 +3,8 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import OpenAI from "openai";
 import { startServer, modelsDir, type TestServer } from "./helpers/server.ts";
+import { silentLogger } from "./helpers/keys.ts";
+import { openStore } from "../src/store/store.ts";
 
 let srv: TestServer;
 let key: string;
@@ -110,4 +112,20 @@ test("§4.3 dimensions is not supported: 400 param dimensions; bad encoding_form
 test("§4.3 a model without the embeddings capability is 400 param model; unknown model 404", async () => {
   assert.deepEqual(await errorBody(await post({ model: "stories-chat", input: "x" })), { status: 400, code: "invalid_parameter", param: "model" });
   assert.deepEqual(await errorBody(await post({ model: "nope", input: "x" })), { status: 404, code: "model_not_found", param: "model" });
+});
+
+test("usage is recorded per key and model under the embeddings endpoint", async () => {
+  const { key: usageKey, id, accountId } = await srv.createKey();
+  const res = await srv.openai(usageKey).embeddings.create({ model: "bert-embed", input: ["one two", "three four five"] });
+  await srv.server.ctx.usage.flush();
+  const store = await openStore(srv.config, silentLogger());
+  try {
+    const rows = (await store.usage.summary(accountId)).filter((r) => r.keyId === id);
+    assert.deepEqual(
+      rows.map((r) => [r.model, r.endpoint, r.requests, r.promptTokens, r.completionTokens]),
+      [["bert-embed", "embeddings", 1, res.usage.prompt_tokens, 0]],
+    );
+  } finally {
+    await store.close();
+  }
 });
