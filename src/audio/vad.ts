@@ -5,7 +5,23 @@ export const vadFrame = 512;
 const contextSize = 64;
 
 export class SileroVad {
-  private constructor(private readonly session: ort.InferenceSession) {}
+  /** Tensor names: the official export says input/state/sr -> output/stateN; other exports may order them differently. */
+  private readonly names: { input: string; state: string; sr: string; output: string; stateOut: string };
+
+  private constructor(private readonly session: ort.InferenceSession) {
+    const ins = session.inputNames;
+    const outs = session.outputNames;
+    const sr = ins.find((n) => n === "sr") ?? ins[2];
+    const state = ins.find((n) => /state/i.test(n)) ?? ins[1];
+    const stateOut = outs.find((n) => /state/i.test(n)) ?? outs[1];
+    this.names = {
+      input: ins.find((n) => n !== sr && n !== state) ?? ins[0],
+      state,
+      sr,
+      output: outs.find((n) => n !== stateOut) ?? outs[0],
+      stateOut,
+    };
+  }
 
   static async create(modelPath: string, threads = 1): Promise<SileroVad> {
     const session = await ort.InferenceSession.create(modelPath, {
@@ -51,13 +67,14 @@ export class SileroVad {
           input.set(audio.subarray(start, Math.min(start + vadFrame, audio.length)), r * width + contextSize);
         }
         if (!any) break;
-        const result = await this.session.run({ input: new ort.Tensor("float32", input, [rows, width]), state, sr });
-        const probs = result.output.data as Float32Array;
+        const { input: inputName, state: stateName, sr: srName, output: outputName, stateOut } = this.names;
+        const result = await this.session.run({ [inputName]: new ort.Tensor("float32", input, [rows, width]), [stateName]: state, [srName]: sr });
+        const probs = result[outputName].data as Float32Array;
         for (let r = 0; r < rows; r++) {
           const frame = block + r * rowFrames + f;
           if (frame < frames) out[frame] = probs[r];
         }
-        state = result.stateN as ort.Tensor;
+        state = result[stateOut] as ort.Tensor;
       }
       const end = Math.min(frames, block + blockFrames);
       options.onBlock?.(block, out.slice(block, end));

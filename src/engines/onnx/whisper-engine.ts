@@ -3,8 +3,6 @@ import path from "node:path";
 import type { ModelEntry } from "../../config/app-config.ts";
 import type { Capability } from "../../config/config.schema.ts";
 import { AppError } from "../../errors/app-error.ts";
-/** Silero VAD frame at 16 kHz (src/audio/vad.ts); not imported, so the main thread never loads onnxruntime. */
-const vadFrame = 512;
 import { planWindows, settledWindows, type AudioWindow } from "../../audio/windows.ts";
 import type { Engine, TranscribeRequest, Transcript, TranscriptSegment } from "../engine.ts";
 import { WorkerPool } from "./worker-pool.ts";
@@ -12,6 +10,8 @@ import type { WhisperInit, WindowResult } from "./tasks/whisper.task.ts";
 
 const sampleRate = 16_000;
 const maxWindowSeconds = 30;
+/** Silero VAD frame at 16 kHz (src/audio/vad.ts); not imported, so the main thread never loads onnxruntime. */
+const vadFrame = 512;
 
 /** A transcript plus the count of generated text tokens, for usage. */
 export interface WhisperTranscript extends Transcript {
@@ -113,6 +113,8 @@ export class OnnxWhisperEngine implements Engine {
   private vadPool: WorkerPool | null = null;
   private readonly slots: Slots;
   private readonly vadModel: string | null;
+  /** Why the VAD did not start, if it did not. */
+  vadError: string | null = null;
 
   constructor(private readonly entry: ModelEntry) {
     this.capabilities = new Set(entry.capabilities);
@@ -128,14 +130,22 @@ export class OnnxWhisperEngine implements Engine {
     const vadPool = this.vadModel
       ? new WorkerPool({ size: 1, taskModule: path.join(import.meta.dirname, "tasks", "vad.task.ts"), init: { vadModel: this.vadModel, threads: 1 } })
       : null;
+    // A VAD that will not load costs the silence cuts, not the model: long audio then gets fixed windows.
+    const vadStarted = vadPool?.start().then(
+      () => true,
+      (err: unknown) => {
+        this.vadError = (err as Error).message;
+        return false;
+      },
+    );
     try {
-      await Promise.all([pool.start(), vadPool?.start()]);
+      await pool.start();
     } catch (err) {
-      await Promise.all([pool.close(), vadPool?.close()]);
+      await Promise.all([pool.close(), vadStarted, vadPool?.close()]);
       throw err;
     }
     this.pool = pool;
-    this.vadPool = vadPool;
+    this.vadPool = (await vadStarted) ? vadPool : null;
   }
 
   async unload(): Promise<void> {
