@@ -165,3 +165,24 @@ test("§7 a WAV claiming an absurd sample rate is 400 param=file, not a resample
   wav.writeUInt32LE(200_000_000, 28);
   await assert.rejects(decodeToMono16k(wav), (err: unknown) => isAppError(err) && err.param === "file" && /sample rate/.test(err.message));
 });
+
+test("§4.4 windows settled on a partial VAD scan are windows of the whole plan", async () => {
+  const { settledWindows } = await import("../src/audio/windows.ts");
+  const frame = defaultWindowOptions.frameSeconds;
+  const duration = 140;
+  const probs = new Float32Array(Math.ceil(duration / frame));
+  const speech = [[1, 12], [13.5, 25], [30, 41], [47, 80], [81, 100], [104, 139]];
+  for (const [a, b] of speech) for (let i = Math.floor(a / frame); i < Math.floor(b / frame); i++) probs[i] = 0.9;
+  const full = planWindows(probs, duration);
+  const key = (w: { start: number; end: number }) => `${w.start}-${w.end}`;
+  const fullKeys = new Set(full.map(key));
+  let settledSomewhere = 0;
+  for (let covered = 8; covered < duration; covered += 8) {
+    const frames = Math.floor(covered / frame);
+    for (const w of settledWindows(probs.subarray(0, frames), frames * frame)) {
+      assert.ok(fullKeys.has(key(w)), `settled ${key(w)} at ${covered} s is not in the plan ${[...fullKeys].join(", ")}`);
+      settledSomewhere++;
+    }
+  }
+  assert.ok(settledSomewhere > 0);
+});

@@ -87,3 +87,34 @@ test("§4.4 OnnxWhisperEngine runs the windows in parallel up to the model's par
     await engine.unload();
   }
 });
+
+test("§4.4 without a VAD model, long audio gets fixed overlapping windows and each segment is kept once", async () => {
+  const { OnnxWhisperEngine } = await import("../src/engines/onnx/whisper-engine.ts");
+  const { resolveModel } = await import("../src/config/load-config.ts");
+  const entry = resolveModel(
+    { id: "whisper", engine: "onnx", source: whisperDir, capabilities: ["transcriptions"], threads: 1, parallel: 1 },
+    process.cwd(),
+    process.cwd(),
+    60_000,
+  );
+  const saved = process.env.MODELGATE_VAD_MODEL;
+  process.env.MODELGATE_VAD_MODEL = "/nonexistent/silero_vad.onnx";
+  const engine = new OnnxWhisperEngine(entry);
+  if (saved === undefined) delete process.env.MODELGATE_VAD_MODEL;
+  else process.env.MODELGATE_VAD_MODEL = saved;
+  await engine.load();
+  try {
+    const audio = new Float32Array(64 * 16000);
+    for (let i = 0; i < 4; i++) audio.set(jfk, i * 16 * 16000);
+    const transcript = await engine.transcribe({ audio, language: "en", prompt: null, temperature: 0 }, new AbortController().signal);
+    // [0,30] [28,58] [56,64]: each gives the 3 scripted segments from its start, clamped to the window.
+    assert.equal(transcript.windows, 3);
+    assert.deepEqual(
+      transcript.segments.map((s) => [s.start, s.end]),
+      [[0, 4], [4, 8], [8, 11], [28, 32], [32, 36], [36, 39], [56, 60], [60, 64], [64, 64]],
+    );
+    assert.deepEqual(transcript.segments.map((s) => s.id), [0, 1, 2, 3, 4, 5, 6, 7, 8]);
+  } finally {
+    await engine.unload();
+  }
+});
