@@ -359,3 +359,13 @@ test("§8 a chunked upload (no Content-Length) over the limit is 413 while strea
   } as RequestInit);
   await expectError(res, 413, "request_too_large", null);
 });
+
+test("§7 two files, or a file under another name, is 400 param naming the part", async () => {
+  const two = form({ model: "whisper" }, jfk("jfk.ogg"));
+  two.append("file", new Blob([new Uint8Array(jfk("jfk.ogg").bytes)]), "second.ogg");
+  await expectError(await post(two), 400, "invalid_parameter", "file");
+  const other = new FormData();
+  other.append("model", "whisper");
+  other.append("audio", new Blob([new Uint8Array(jfk("jfk.ogg").bytes)]), "jfk.ogg");
+  await expectError(await post(other), 400, "invalid_parameter", "audio");
+});
