@@ -10,6 +10,7 @@ import type { SseStream } from "../../http/sse.ts";
 import type { ModelRunner } from "../../scheduler/model-runner.ts";
 import type { ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, WireToolCall } from "./chat.schema.ts";
 import { toChatRequest } from "./chat.shape.ts";
+import { StreamBatcher } from "./stream-batcher.ts";
 
 export type SignalFor = (deadlineMs: number) => AbortSignal;
 
@@ -186,7 +187,11 @@ export async function streamChat(
   const acc = new Accumulator();
   let started = false;
   let finished = false;
+  const batcher = new StreamBatcher((kind, text, logprobs) =>
+    sse.send(chunk(kind === "content" ? { content: text } : { reasoning_content: text }, null, logprobs)),
+  );
   const finish = (reason: string) => {
+    batcher.flush();
     sse.send(chunk({}, reason));
     if (includeUsage) sse.send({ id, object: "chat.completion.chunk", created, model: body.model, choices: [], usage: usageOf(acc.promptTokens, acc.completionTokens) });
     sse.done();
@@ -201,10 +206,10 @@ export async function streamChat(
         sse.send(chunk({ role: "assistant", content: "" }, null));
       }
       if (delta.type === "content") {
-        if (delta.text.length > 0 || delta.logprobs?.length) sse.send(chunk({ content: delta.text }, null, delta.logprobs));
+        batcher.add("content", delta.text, delta.logprobs);
       } else if (delta.type === "reasoning") {
-        if (delta.text.length > 0) sse.send(chunk({ reasoning_content: delta.text }, null));
-      } else if (delta.id !== undefined) {
+        batcher.add("reasoning", delta.text);
+      } else if (batcher.flush(), delta.id !== undefined) {
         sse.send(chunk({ tool_calls: [{ index: delta.index, id: delta.id, type: "function", function: { name: delta.name ?? "", arguments: delta.arguments } }] }, null));
       } else {
         sse.send(chunk({ tool_calls: [{ index: delta.index, function: { arguments: delta.arguments } }] }, null));
@@ -218,6 +223,7 @@ export async function streamChat(
       acc.completionTokens = acc.pieces;
       finish("length");
     } else if (sse.committed || started) {
+      batcher.flush();
       sse.fail(toAppError(err).appError);
     } else {
       sse.dispose();
