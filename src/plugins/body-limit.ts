@@ -1,8 +1,25 @@
+import type { IncomingMessage } from "node:http";
 import { Transform, type Readable, type Writable } from "node:stream";
 import fp from "fastify-plugin";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { AppError } from "../errors/app-error.ts";
 import "../http/fastify-types.ts";
+
+/**
+ * After a 413 the rest of the body is read and thrown away, up to this many bytes, so a client still writing its
+ * body reads the 413 instead of a connection reset; past it the connection is cut.
+ */
+const discardCapBytes = 64 * 1024 * 1024;
+
+function discardRest(raw: IncomingMessage): void {
+  let discarded = 0;
+  raw.unpipe();
+  raw.on("data", (chunk: Buffer) => {
+    discarded += chunk.length;
+    if (discarded > discardCapBytes) raw.socket.destroy();
+  });
+  raw.resume();
+}
 
 function tooLarge(limit: number, upload: boolean): AppError {
   const what = upload ? "upload" : "request body";
@@ -18,7 +35,6 @@ function countingStream(payload: Readable, limit: number, onExceed: () => AppErr
       (counter as Transform & { receivedEncodedLength: number }).receivedEncodedLength = received;
       if (received > limit) {
         payload.unpipe(counter);
-        payload.pause();
         callback(onExceed());
         return;
       }
@@ -47,10 +63,8 @@ function watchUpload(request: FastifyRequest, reply: FastifyReply, limit: number
     if (received <= limit) return;
     raw.off("data", onData);
     const error = tooLarge(limit, true);
-    reply.header("connection", "close");
     const pipes = ((raw as unknown as { _readableState: { pipes: Writable[] } })._readableState.pipes ?? []).slice();
-    raw.unpipe();
-    raw.pause();
+    discardRest(raw);
     if (pipes.length > 0) for (const dest of pipes) dest.destroy(error);
     else if (!reply.sent) reply.send(error);
   };
@@ -72,8 +86,7 @@ export const bodyLimitPlugin = fp(
       const limit = upload ? plan.maxUploadBytes : plan.maxBodyBytes;
       const declared = Number(request.headers["content-length"]);
       if (Number.isFinite(declared) && declared > limit) {
-        // Nothing of the body is read: close the connection after answering rather than drain it.
-        reply.header("connection", "close");
+        discardRest(request.raw);
         throw tooLarge(limit, upload);
       }
       if (upload) {
@@ -81,7 +94,7 @@ export const bodyLimitPlugin = fp(
         return payload;
       }
       return countingStream(payload, limit, () => {
-        reply.header("connection", "close");
+        discardRest(request.raw);
         return tooLarge(limit, false);
       });
     });
