@@ -215,9 +215,17 @@ export class WorkerPool {
     }
   }
 
-  /** Terminates every worker; calls still in flight reject. */
-  async close(): Promise<void> {
+  /**
+   * Refuses new calls, waits up to `graceMs` for calls still running (aborted ones included), then terminates every
+   * worker; calls still in flight then reject. Terminating a worker inside a native onnxruntime run aborts the
+   * whole process, hence the wait.
+   */
+  async close(graceMs = 30_000): Promise<void> {
     this.closed = true;
+    const deadline = Date.now() + graceMs;
+    while (this.slots.some((slot) => slot.worker && slot.inflight.size > 0) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
     await Promise.all(
       this.slots.map(async (slot) => {
         const worker = slot.worker;
