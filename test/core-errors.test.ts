@@ -180,4 +180,8 @@ test("issue 3.11 /v1/openapi.json is generated from the route schemas", async ()
   assert.equal(doc.openapi, "3.1.0");
   assert.ok(doc.paths["/v1/models"].get);
   assert.ok(doc.paths["/v1/rerank"].post.requestBody);
+  assert.ok(doc.paths["/v1/chat/completions"].post.requestBody);
+  assert.ok(doc.paths["/v1/embeddings"].post.requestBody);
+  const upload = doc.paths["/v1/audio/transcriptions"].post.requestBody as { content: Record<string, unknown> };
+  assert.ok(upload.content["multipart/form-data"]);
 });

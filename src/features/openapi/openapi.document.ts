@@ -16,9 +16,10 @@ export function buildOpenApiDocument(app: FastifyInstance): unknown {
       security: [{ bearerAuth: [] }],
     };
     if (schema.summary) operation.summary = schema.summary;
-    if (schema.body) {
+    const body = schema.body ?? schema.multipartBody;
+    if (body) {
       const contentType = schema.consumes?.[0] ?? "application/json";
-      operation.requestBody = { required: true, content: { [contentType]: { schema: schema.body } } };
+      operation.requestBody = { required: true, content: { [contentType]: { schema: body } } };
     }
     if (openapiPath.includes("{model}")) {
       operation.parameters = [{ name: "model", in: "path", required: true, schema: { type: "string" } }];

@@ -4,6 +4,7 @@ import { AudioDecoder } from "../../audio/audio-decoder.ts";
 import { requestSignal } from "../../http/request-signal.ts";
 import { readTranscriptionForm } from "./transcription.form.ts";
 import { transcribe } from "./transcription.service.ts";
+import { TranscriptionRequestForm } from "./transcription.schema.ts";
 
 export default async function transcriptionRoutes(app: FastifyInstance): Promise<void> {
   // Scoped to this plugin: only the transcription route parses multipart.
@@ -13,7 +14,11 @@ export default async function transcriptionRoutes(app: FastifyInstance): Promise
 
   app.post(
     "/v1/audio/transcriptions",
-    { config: { endpoint: "transcriptions", upload: true } },
+    {
+      config: { endpoint: "transcriptions", upload: true },
+      // The form is read field by field (transcription.form.ts); this only documents it in /v1/openapi.json.
+      schema: { consumes: ["multipart/form-data"], multipartBody: TranscriptionRequestForm },
+    },
     async (request, reply) => {
       const input = await readTranscriptionForm(request, request.auth!.plan.maxUploadBytes);
       const result = await transcribe(app.ctx, request.auth!, input, decoder, (deadlineMs) =>
