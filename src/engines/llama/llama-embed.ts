@@ -1,4 +1,4 @@
-import type { LlamaEmbeddingContext } from "node-llama-cpp";
+import type { LlamaEmbeddingContext, Token } from "node-llama-cpp";
 import type { ModelEntry } from "../../config/app-config.ts";
 import { AppError } from "../../errors/app-error.ts";
 import type { EmbedResult } from "../engine.ts";
@@ -14,33 +14,35 @@ export function embeddingInputLimit(embedder: LlamaEmbeddingContext, entry: Mode
   return Math.min(entry.maxInputTokens ?? Infinity, embeddingContextSize(embedder) - 1);
 }
 
-/**
- * Embeds every input of one request under one lease. All inputs are tokenized and checked first, so a too-long
- * input is a 400 (`input` or `input[i]`) before any work. Vectors are L2-normalised, so a dot product is the
- * cosine similarity.
- */
-export async function embedAll(
-  embedder: LlamaEmbeddingContext,
-  inputs: string[],
-  limit: number,
-  signal: AbortSignal,
-  checkedTokens?: number,
-): Promise<EmbedResult> {
-  const promptTokens = checkedTokens ?? checkInputLengths(embedder, inputs, limit);
-  const vectors: Float32Array[] = [];
-  for (const input of inputs) {
-    signal.throwIfAborted();
-    const { vector } = await embedder.getEmbeddingFor(input);
-    vectors.push(normalise(vector));
-  }
-  return { vectors, promptTokens };
+/** A request's inputs, tokenized once and checked against the limit. */
+export interface TokenizedInputs {
+  tokens: Token[][];
+  promptTokens: number;
 }
 
-/** Tokenizes every input; 400 `input` / `input[i]` for one over the limit. Returns the total token count. */
-export function checkInputLengths(embedder: LlamaEmbeddingContext, inputs: string[], limit: number): number {
+/**
+ * Embeds every input of one request under one lease, from the tokens of `tokenizeInputs` (so the text is
+ * tokenized once). Vectors are L2-normalised, so a dot product is the cosine similarity.
+ */
+export async function embedAll(embedder: LlamaEmbeddingContext, inputs: TokenizedInputs, signal: AbortSignal): Promise<EmbedResult> {
+  const vectors: Float32Array[] = [];
+  for (const tokens of inputs.tokens) {
+    signal.throwIfAborted();
+    const { vector } = await embedder.getEmbeddingFor(tokens);
+    vectors.push(normalise(vector));
+  }
+  return { vectors, promptTokens: inputs.promptTokens };
+}
+
+/**
+ * Tokenizes every input (BOS/EOS as the embedding context adds them) and checks it, so a too-long input is a 400
+ * (`input`, or `input[i]` for an array) before any work.
+ */
+export function tokenizeInputs(embedder: LlamaEmbeddingContext, inputs: string[], limit: number): TokenizedInputs {
   let promptTokens = 0;
-  inputs.forEach((input, i) => {
-    const length = embedder.calculateInputLength(input);
+  const tokens = inputs.map((input, i) => {
+    const ids = embedder.model.tokenizer(input, false);
+    const length = embedder.calculateInputLength(ids);
     if (length > limit) {
       throw new AppError("invalid_parameter", {
         param: inputs.length === 1 ? "input" : `input[${i}]`,
@@ -48,8 +50,9 @@ export function checkInputLengths(embedder: LlamaEmbeddingContext, inputs: strin
       });
     }
     promptTokens += length;
+    return ids;
   });
-  return promptTokens;
+  return { tokens, promptTokens };
 }
 
 function normalise(vector: readonly number[]): Float32Array {

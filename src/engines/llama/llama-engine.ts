@@ -14,7 +14,7 @@ import { AppError } from "../../errors/app-error.ts";
 import type { ChatDelta, ChatRequest, EmbedRequest, EmbedResult, Engine, PreparedChat } from "../engine.ts";
 import { toChatHistory } from "./chat-history.ts";
 import { DeltaQueue } from "./delta-queue.ts";
-import { checkInputLengths, embedAll, embeddingContextSize, embeddingInputLimit } from "./llama-embed.ts";
+import { embedAll, embeddingContextSize, embeddingInputLimit, tokenizeInputs, type TokenizedInputs } from "./llama-embed.ts";
 import { getLlamaRuntime } from "./llama-runtime.ts";
 import { PlainTextChatWrapper } from "./plain-chat-wrapper.ts";
 import { ReasoningChatWrapper } from "./forced-call-wrapper.ts";
@@ -51,8 +51,8 @@ export class LlamaEngine implements Engine {
    * reuse a shared prompt prefix still in the sequence's KV cache.
    */
   private freeSequences: LlamaContextSequence[] = [];
-  /** Requests whose input lengths prepareEmbed already checked, with their token count (no second tokenization). */
-  private readonly embedChecked = new WeakMap<EmbedRequest, number>();
+  /** Requests whose inputs prepareEmbed already tokenized and checked (no second tokenization). */
+  private readonly embedChecked = new WeakMap<EmbedRequest, TokenizedInputs>();
 
   constructor(readonly entry: ModelEntry) {
     this.capabilities = new Set(entry.capabilities);
@@ -254,12 +254,13 @@ export class LlamaEngine implements Engine {
   /** Checks input lengths before capacity is taken (400 before 503); `embed` checks again. */
   prepareEmbed(req: EmbedRequest): void {
     if (!this.embedder) throw new Error(`model ${this.entry.id} is not loaded for embeddings`);
-    this.embedChecked.set(req, checkInputLengths(this.embedder, req.inputs, embeddingInputLimit(this.embedder, this.entry)));
+    this.embedChecked.set(req, tokenizeInputs(this.embedder, req.inputs, embeddingInputLimit(this.embedder, this.entry)));
   }
 
   async embed(req: EmbedRequest, signal: AbortSignal): Promise<EmbedResult> {
     if (!this.embedder || !this.model) throw new Error(`model ${this.entry.id} is not loaded for embeddings`);
-    return embedAll(this.embedder, req.inputs, embeddingInputLimit(this.embedder, this.entry), signal, this.embedChecked.get(req));
+    const inputs = this.embedChecked.get(req) ?? tokenizeInputs(this.embedder, req.inputs, embeddingInputLimit(this.embedder, this.entry));
+    return embedAll(this.embedder, inputs, signal);
   }
 }
 
