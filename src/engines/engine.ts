@@ -123,6 +123,8 @@ export interface Engine {
   /** Templates and tokenizes; throws context_length_exceeded before any work is queued. */
   prepareChat?(req: ChatRequest): Promise<PreparedChat>;
   chat?(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta>;
+  /** Tokenizes and checks input lengths before capacity is taken (400 before 503); throws invalid_parameter. */
+  prepareEmbed?(req: EmbedRequest): unknown;
   embed?(req: EmbedRequest, signal: AbortSignal): Promise<EmbedResult>;
   transcribe?(req: TranscribeRequest, signal: AbortSignal): Promise<Transcript>;
   /** Checks input lengths before capacity is taken (a 400 must answer before a 503); throws invalid_parameter. */

@@ -9,3 +9,15 @@ export const ErrorResponse = Type.Object({
     param: Type.Union([Type.String(), Type.Null()]),
   }),
 });
+
+/** Every error status an inference endpoint can answer (§7), for the OpenAPI document. */
+export const inferenceErrors = {
+  400: ErrorResponse,
+  401: ErrorResponse,
+  403: ErrorResponse,
+  404: ErrorResponse,
+  413: ErrorResponse,
+  429: ErrorResponse,
+  500: ErrorResponse,
+  503: ErrorResponse,
+};

@@ -1,5 +1,4 @@
 import { Type, type Static } from "@sinclair/typebox";
-import { ErrorResponse } from "../../errors/error.schema.ts";
 
 /** Optional and nullable: the openai client may send `null` for a parameter that is not set. */
 const Maybe = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Optional(Type.Union([schema, Type.Null()]));
@@ -87,16 +86,6 @@ export const ChatCompletionRequest = Type.Object(
 export type ChatCompletionRequest = Static<typeof ChatCompletionRequest>;
 export type ChatMessageBody = Static<typeof ChatMessageSchema>;
 
-export const chatErrors = {
-  400: ErrorResponse,
-  401: ErrorResponse,
-  403: ErrorResponse,
-  404: ErrorResponse,
-  413: ErrorResponse,
-  429: ErrorResponse,
-  500: ErrorResponse,
-  503: ErrorResponse,
-};
 
 /** Wire shapes (spec §2.3, §2.4), for the service's types; responses are not re-serialised through a schema. */
 export interface WireToolCall {

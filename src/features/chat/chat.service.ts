@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { AppContext } from "../../app-context.ts";
 import type { AuthContext } from "../../auth/auth-context.ts";
-import { assertScope } from "../../auth/scope.ts";
+import { requireModel } from "../model-access.ts";
 import type { ChatDelta, ChatRequest, Engine, FinishReason, PreparedChat, TokenLogprob } from "../../engines/engine.ts";
 import { AppError } from "../../errors/app-error.ts";
 import { toAppError } from "../../errors/to-app-error.ts";
@@ -27,9 +27,7 @@ interface ReadyChat {
  */
 async function prepare(ctx: AppContext, auth: AuthContext, body: ChatCompletionRequest): Promise<ReadyChat> {
   const { req, images } = toChatRequest(body, auth.plan);
-  const runner = ctx.catalog.get(body.model);
-  assertScope(auth, "chat", body.model, ctx.config.deployment);
-  ctx.catalog.requireCapability(runner, "chat", "chat completions");
+  const runner = requireModel(ctx, auth, "chat", body.model, "chat", "chat completions");
   const caps = runner.entry.capabilities;
   const unsupported = (param: string, what: string) =>
     new AppError("invalid_parameter", { param, message: `The model '${body.model}' does not support ${what}.` });

@@ -1,12 +1,13 @@
 import type { FastifyInstance } from "fastify";
+import { inferenceErrors } from "../../errors/error.schema.ts";
 import { requestSignal } from "../../http/request-signal.ts";
-import { EmbeddingsRequest, embeddingsErrors } from "./embeddings.schema.ts";
+import { EmbeddingsRequest } from "./embeddings.schema.ts";
 import { createEmbeddings } from "./embeddings.service.ts";
 
 export default async function embeddingsRoutes(app: FastifyInstance): Promise<void> {
   app.post<{ Body: EmbeddingsRequest }>(
     "/v1/embeddings",
-    { schema: { body: EmbeddingsRequest, response: embeddingsErrors }, config: { endpoint: "embeddings" } },
+    { schema: { body: EmbeddingsRequest, response: inferenceErrors }, config: { endpoint: "embeddings" } },
     async (request, reply) => createEmbeddings(app.ctx, request.auth!, request.body, (ms) => requestSignal(request, reply, ms)),
   );
 }

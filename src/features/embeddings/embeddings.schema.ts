@@ -1,5 +1,4 @@
 import { Type, type Static } from "@sinclair/typebox";
-import { ErrorResponse } from "../../errors/error.schema.ts";
 
 /**
  * §4.3 request. `dimensions` is not supported and rejected (decisions.md); `user` is ignored. Token-array inputs
@@ -35,13 +34,3 @@ export const EmbeddingList = Type.Object(
 );
 export type EmbeddingList = Static<typeof EmbeddingList>;
 
-export const embeddingsErrors = {
-  400: ErrorResponse,
-  401: ErrorResponse,
-  403: ErrorResponse,
-  404: ErrorResponse,
-  413: ErrorResponse,
-  429: ErrorResponse,
-  500: ErrorResponse,
-  503: ErrorResponse,
-};

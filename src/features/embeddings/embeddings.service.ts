@@ -1,6 +1,6 @@
 import type { AppContext } from "../../app-context.ts";
 import type { AuthContext } from "../../auth/auth-context.ts";
-import { assertScope } from "../../auth/scope.ts";
+import { requireModel } from "../model-access.ts";
 import { AppError } from "../../errors/app-error.ts";
 import type { EmbeddingList, EmbeddingsRequest } from "./embeddings.schema.ts";
 
@@ -21,14 +21,11 @@ export async function createEmbeddings(
   body: EmbeddingsRequest,
   signalFor: (deadlineMs: number) => AbortSignal,
 ): Promise<EmbeddingList> {
-  const runner = ctx.catalog.get(body.model);
-  assertScope(auth, "embeddings", body.model, ctx.config.deployment);
-  ctx.catalog.requireCapability(runner, "embeddings", "embeddings");
+  const runner = requireModel(ctx, auth, "embeddings", body.model, "embeddings", "embeddings");
   const engine = runner.assertServable();
   if (!engine.embed) throw new AppError("internal_error", { message: `The model '${body.model}' has no embedding engine.` });
   const inputs = typeof body.input === "string" ? [body.input] : body.input;
-  const preparer = engine as { prepareEmbed?: (req: { inputs: string[] }) => void };
-  preparer.prepareEmbed?.({ inputs });
+  engine.prepareEmbed?.({ inputs });
 
   const signal = signalFor(runner.entry.requestTimeoutMs);
   const lease = await runner.acquire(auth.keyId, signal);

@@ -1,12 +1,13 @@
 import type { FastifyInstance } from "fastify";
+import { inferenceErrors } from "../../errors/error.schema.ts";
 import { requestSignal } from "../../http/request-signal.ts";
-import { RerankRequestBody, RerankResponse, rerankErrors } from "./rerank.schema.ts";
+import { RerankRequestBody, RerankResponse } from "./rerank.schema.ts";
 import { rerank } from "./rerank.service.ts";
 
 export default async function rerankRoutes(app: FastifyInstance): Promise<void> {
   app.post<{ Body: RerankRequestBody }>(
     "/v1/rerank",
-    { schema: { body: RerankRequestBody, response: { 200: RerankResponse, ...rerankErrors } }, config: { endpoint: "rerank" } },
+    { schema: { body: RerankRequestBody, response: { 200: RerankResponse, ...inferenceErrors } }, config: { endpoint: "rerank" } },
     async (request, reply) =>
       rerank(app.ctx, request.auth!, request.body, (deadlineMs) => requestSignal(request, reply, deadlineMs)),
   );

@@ -1,5 +1,4 @@
 import { Type, type Static } from "@sinclair/typebox";
-import { ErrorResponse } from "../../errors/error.schema.ts";
 
 /** §4.5 request. Parameters not listed here are ignored (they are metadata to us, e.g. `return_documents`). */
 export const RerankRequestBody = Type.Object(
@@ -37,13 +36,3 @@ export const RerankResponse = Type.Object(
 );
 export type RerankResponse = Static<typeof RerankResponse>;
 
-export const rerankErrors = {
-  400: ErrorResponse,
-  401: ErrorResponse,
-  403: ErrorResponse,
-  404: ErrorResponse,
-  413: ErrorResponse,
-  429: ErrorResponse,
-  500: ErrorResponse,
-  503: ErrorResponse,
-};

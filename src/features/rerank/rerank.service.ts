@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { AppContext } from "../../app-context.ts";
 import type { AuthContext } from "../../auth/auth-context.ts";
-import { assertScope } from "../../auth/scope.ts";
+import { requireModel } from "../model-access.ts";
 import type { RerankRequest } from "../../engines/engine.ts";
 import { AppError } from "../../errors/app-error.ts";
 import type { RerankRequestBody, RerankResponse, RerankResultItem } from "./rerank.schema.ts";
@@ -23,9 +23,7 @@ export async function rerank(
   body: RerankRequestBody,
   signalFor: (deadlineMs: number) => AbortSignal,
 ): Promise<RerankResponse> {
-  const runner = ctx.catalog.get(body.model);
-  assertScope(auth, "rerank", body.model, ctx.config.deployment);
-  ctx.catalog.requireCapability(runner, "rerank", "rerank");
+  const runner = requireModel(ctx, auth, "rerank", body.model, "rerank", "rerank");
   const engine = runner.assertServable();
   if (!engine.rerank) throw new AppError("internal_error", { message: `The model '${body.model}' has no rerank engine.` });
   const req: RerankRequest = { query: body.query, documents: body.documents };

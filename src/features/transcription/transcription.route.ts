@@ -5,6 +5,7 @@ import { requestSignal } from "../../http/request-signal.ts";
 import { readTranscriptionForm } from "./transcription.form.ts";
 import { transcribe } from "./transcription.service.ts";
 import { TranscriptionRequestForm } from "./transcription.schema.ts";
+import { inferenceErrors } from "../../errors/error.schema.ts";
 
 export default async function transcriptionRoutes(app: FastifyInstance): Promise<void> {
   // Scoped to this plugin: only the transcription route parses multipart.
@@ -17,7 +18,7 @@ export default async function transcriptionRoutes(app: FastifyInstance): Promise
     {
       config: { endpoint: "transcriptions", upload: true },
       // The form is read field by field (transcription.form.ts); this only documents it in /v1/openapi.json.
-      schema: { consumes: ["multipart/form-data"], multipartBody: TranscriptionRequestForm },
+      schema: { consumes: ["multipart/form-data"], multipartBody: TranscriptionRequestForm, response: inferenceErrors },
     },
     async (request, reply) => {
       const input = await readTranscriptionForm(request, request.auth!.plan.maxUploadBytes);

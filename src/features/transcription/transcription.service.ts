@@ -1,6 +1,6 @@
 import type { AppContext } from "../../app-context.ts";
 import type { AuthContext } from "../../auth/auth-context.ts";
-import { assertScope } from "../../auth/scope.ts";
+import { requireModel } from "../model-access.ts";
 import type { AudioDecoder } from "../../audio/audio-decoder.ts";
 import type { Transcript } from "../../engines/engine.ts";
 import { AppError } from "../../errors/app-error.ts";
@@ -27,9 +27,7 @@ export async function transcribe(
   decoder: AudioDecoder,
   signalFor: (deadlineMs: number) => AbortSignal,
 ): Promise<TranscriptionResponse> {
-  const runner = ctx.catalog.get(input.model);
-  assertScope(auth, "transcriptions", input.model, ctx.config.deployment);
-  ctx.catalog.requireCapability(runner, "transcriptions", "audio transcription");
+  const runner = requireModel(ctx, auth, "transcriptions", input.model, "transcriptions", "audio transcription");
   const engine = runner.assertServable();
   if (!engine.transcribe) {
     throw new AppError("invalid_parameter", { param: "model", message: `The model '${input.model}' cannot transcribe audio.` });
