@@ -2,7 +2,8 @@ import type { FastifyReply } from "fastify";
 import { AppError } from "../errors/app-error.ts";
 import { toEnvelope } from "../errors/envelope.ts";
 
-const keepAliveMs = 15_000;
+/** How often a queued stream sends `: keep-alive` before its first frame. */
+export const defaultKeepAliveMs = 15_000;
 
 /**
  * The one place that writes server-sent events (spec §6): `data: <json>\n\n` frames, `: keep-alive` comments,
@@ -14,7 +15,10 @@ export class SseStream {
   private ended = false;
   private keepAliveTimer: NodeJS.Timeout | null = null;
 
-  constructor(private readonly reply: FastifyReply) {}
+  constructor(
+    private readonly reply: FastifyReply,
+    private readonly keepAliveMs = defaultKeepAliveMs,
+  ) {}
 
   /** True once the status line and headers have gone out; errors must then be error frames. */
   get committed(): boolean {
@@ -51,7 +55,7 @@ export class SseStream {
   /** While the request waits for its first token, send `: keep-alive` every 15 s so proxies keep the connection. */
   keepAliveUntilFirstFrame(): void {
     if (this.keepAliveTimer || this.opened) return;
-    this.keepAliveTimer = setInterval(() => this.write(": keep-alive\n\n"), keepAliveMs);
+    this.keepAliveTimer = setInterval(() => this.write(": keep-alive\n\n"), this.keepAliveMs);
     this.keepAliveTimer.unref();
   }
 
