@@ -31,33 +31,10 @@ export interface AccountView {
   createdAt: string;
 }
 
-export interface KeyView {
-  id: string;
-  prefix: string;
-  account: string;
-  accountName: string;
-  name: string | null;
-  models: string[] | null;
-  endpoints: Endpoint[] | null;
-  deployment: string | null;
-  createdAt: string;
-  lastUsedAt: string | null;
-  revokedAt: string | null;
-}
+export type KeyView = Omit<ApiKeyRecord, "accountId"> & { account: string; accountName: string };
 
 /** The create/rotate answer; `key` is the only time the value is ever shown. */
-export interface CreatedKey {
-  id: string;
-  key: string;
-  prefix: string;
-  account: string;
-  accountName: string;
-  name: string | null;
-  models: string[] | null;
-  endpoints: Endpoint[] | null;
-  deployment: string | null;
-  createdAt: string;
-}
+export type CreatedKey = Omit<KeyView, "lastUsedAt" | "revokedAt"> & { key: string };
 
 export interface AccountInput {
   name?: string;
