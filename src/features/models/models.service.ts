@@ -1,6 +1,8 @@
 import type { AppContext } from "../../app-context.ts";
 import type { AuthContext } from "../../auth/auth-context.ts";
-import { assertScope, canUseModel } from "../../auth/scope.ts";
+import { assertScope, canUseModel, endpointAllowed } from "../../auth/scope.ts";
+import type { Endpoint } from "../../config/config.schema.ts";
+import { AppError } from "../../errors/app-error.ts";
 import type { ModelRunner } from "../../scheduler/model-runner.ts";
 import type { Model, ModelList } from "./models.schema.ts";
 
@@ -8,11 +10,21 @@ function toModel(ctx: AppContext, runner: ModelRunner): Model {
   return { id: runner.entry.id, object: "model", created: ctx.catalog.created, owned_by: runner.entry.ownedBy };
 }
 
+/** The inference endpoints, each named after the capability a model needs to be called there. */
+const inferenceEndpoints: Endpoint[] = ["chat", "embeddings", "transcriptions", "rerank"];
+
+/** §1 "the models a key may call": the key may use the model and reach it through at least one endpoint. */
+function callable(ctx: AppContext, auth: AuthContext, runner: ModelRunner): boolean {
+  if (!canUseModel(auth, runner.entry.id)) return false;
+  const caps: readonly string[] = runner.entry.capabilities;
+  return inferenceEndpoints.some((endpoint) => caps.includes(endpoint) && endpointAllowed(auth, endpoint, ctx.config.deployment));
+}
+
 /** §4.1: the models this key may call on this node. */
 export function listModels(ctx: AppContext, auth: AuthContext): ModelList {
   const data = ctx.catalog
     .list()
-    .filter((runner) => canUseModel(auth, runner.entry.id))
+    .filter((runner) => callable(ctx, auth, runner))
     .map((runner) => toModel(ctx, runner));
   return { object: "list", data };
 }
@@ -20,5 +32,8 @@ export function listModels(ctx: AppContext, auth: AuthContext): ModelList {
 export function retrieveModel(ctx: AppContext, auth: AuthContext, id: string): Model {
   const runner = ctx.catalog.get(id);
   assertScope(auth, "models", id, ctx.config.deployment);
+  if (!callable(ctx, auth, runner)) {
+    throw new AppError("model_not_in_plan", { param: "model", message: `This key's plan includes no endpoint that serves the model '${id}'.` });
+  }
   return toModel(ctx, runner);
 }
