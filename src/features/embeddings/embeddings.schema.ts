@@ -7,7 +7,8 @@ import { Type, type Static } from "@sinclair/typebox";
 export const EmbeddingsRequest = Type.Object(
   {
     model: Type.String({ minLength: 1 }),
-    input: Type.Union([Type.String(), Type.Array(Type.String(), { minItems: 1, maxItems: 2048 })]),
+    // An empty string has no tokens to embed (llama returned a zero-length vector): 400, as the OpenAI API does.
+    input: Type.Union([Type.String({ minLength: 1 }), Type.Array(Type.String({ minLength: 1 }), { minItems: 1, maxItems: 2048 })]),
     encoding_format: Type.Optional(Type.Union([Type.Literal("float"), Type.Literal("base64")])),
     dimensions: Type.Optional(Type.Null({ description: "Not supported: dimensionality is fixed per model" })),
     user: Type.Optional(Type.Unknown()),
