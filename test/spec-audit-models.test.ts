@@ -163,3 +163,10 @@ test("§4.1 models.retrieve of a model reachable through no endpoint of the key'
   assert.equal(ok.status, 200);
   assert.equal(((await ok.json()) as { id: string }).id, "stories");
 });
+
+test("§2.5 dimensionality is fixed per model: an empty input is 400 invalid_parameter naming it, never a zero-length vector", async () => {
+  for (const [input, param] of [["", "input"], [["a cat", ""], "input[1]"]] as const) {
+    const res = await post("/embeddings", { model: "stories", input });
+    assert.deepEqual(await errorOf(res), { status: 400, type: "invalid_request_error", code: "invalid_parameter", param }, JSON.stringify(input));
+  }
+});
