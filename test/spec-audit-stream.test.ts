@@ -114,3 +114,15 @@ test("§2.4 §6 streamed chunks: object chat.completion.chunk, model id, index 0
   assert.deepEqual(last.choices[0].delta, {});
   assert.equal(last.choices[0].finish_reason, "length");
 });
+
+test("§4.2 rule 5 §8 context window: prompt + max_tokens exactly equal to the served context is accepted; one more is 400 context_length_exceeded", async () => {
+  const probe = await post("/chat/completions", { model: "stories", messages: once, max_tokens: 1, temperature: 0 });
+  assert.equal(probe.status, 200);
+  const prompt = ((await probe.json()) as { usage: { prompt_tokens: number } }).usage.prompt_tokens;
+  const fits = await post("/chat/completions", { model: "stories", messages: once, max_tokens: 256 - prompt, temperature: 0 });
+  assert.equal(fits.status, 200, await fits.clone().text());
+  const usage = ((await fits.json()) as { usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number } }).usage;
+  assert.ok(usage.total_tokens <= 256, JSON.stringify(usage));
+  const over = await post("/chat/completions", { model: "stories", messages: once, max_tokens: 257 - prompt, temperature: 0 });
+  assert.deepEqual(await jsonError(over), { status: 400, type: "invalid_request_error", code: "context_length_exceeded", param: "messages" });
+});
