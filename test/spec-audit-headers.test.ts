@@ -19,6 +19,7 @@ before(async () => {
       small: { maxBodyBytes: 2000 },
       tiny: { rateLimit: { requests: 1, window: "1h" }, maxBodyBytes: 2000 },
       dedicated: { ipAllowlist: true },
+      fenced: { ipAllowlist: true, rateLimit: { requests: 1, window: "1h" } },
     },
     models: [
       { id: "stories", engine: "llama", source: stories, capabilities: ["chat", "embeddings"], contextSize: 256, parallel: 1, threads: 1, queueSize: 1 },
@@ -270,4 +271,28 @@ test("§1 §7 x-request-id on a response outside /v1 (unknown root path)", async
   assert.ok(res.status >= 400, String(res.status));
   const body = (await res.json()) as ErrorBody;
   assert.equal(typeof body.error.code, "string");
+});
+
+test("decisions.md check order: IP allowlist (403) before rate limit (429); refused requests never reach the limiter", async () => {
+  const { key: fenced } = await srv.createKey({ plan: "fenced", allowIps: ["10.0.0.0/8"] });
+  for (let i = 0; i < 3; i++) {
+    const res = await srv.fetch(`${srv.baseURL}/models`, { headers: bearer(fenced) });
+    assert.deepEqual(await errorOf(res), { status: 403, type: "permission_error", code: "ip_not_allowed", param: null }, `request ${i + 1}`);
+  }
+});
+
+test("decisions.md check order: body size (413) before JSON parsing (400)", async () => {
+  const { key: small } = await srv.createKey({ plan: "small" });
+  const res = await srv.fetch(`${srv.baseURL}/chat/completions`, { method: "POST", headers: jsonHeaders(small), body: "{not json" + "x".repeat(5000) });
+  assert.deepEqual(await errorOf(res), { status: 413, type: "invalid_request_error", code: "request_too_large", param: null });
+});
+
+test("decisions.md check order: capability (400 on the image part) before context (400 context_length_exceeded)", async () => {
+  const png = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+  const long = "Once upon a time there was a little girl. ".repeat(40);
+  const res = await post("/chat/completions", {
+    model: "stories",
+    messages: [{ role: "user", content: [{ type: "text", text: long }, { type: "image_url", image_url: { url: png } }] }],
+  });
+  assert.deepEqual(await errorOf(res), { status: 400, type: "invalid_request_error", code: "invalid_parameter", param: "messages[0].content[1]" });
 });
