@@ -173,9 +173,12 @@ test("issue 3.9 /healthz needs no auth; /readyz is 200 once eager models are rea
   assert.deepEqual(body.models.find((m) => m.id === "broken"), { id: "broken", state: "failed" });
 });
 
-test("issue 3.11 /v1/openapi.json is generated from the route schemas", async () => {
-  const res = await srv.fetch(`${srv.baseURL}/openapi.json`);
+test("issue 3.11 /v1/openapi.json is generated from the route schemas, and like all of /v1 takes a key", async () => {
+  const anonymous = await srv.fetch(`${srv.baseURL}/openapi.json`);
+  await expectError(anonymous, 401, "authentication_error", "invalid_api_key", null);
+  const res = await srv.fetch(`${srv.baseURL}/openapi.json`, { headers: auth() });
   assert.equal(res.status, 200);
+  assert.ok(res.headers.get("x-ratelimit-limit-requests"));
   const doc = (await res.json()) as { openapi: string; paths: Record<string, Record<string, { requestBody?: unknown }>> };
   assert.equal(doc.openapi, "3.1.0");
   assert.ok(doc.paths["/v1/models"].get);
