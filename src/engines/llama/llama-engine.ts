@@ -51,8 +51,12 @@ export class LlamaEngine implements Engine {
    * reuse a shared prompt prefix still in the sequence's KV cache.
    */
   private freeSequences: LlamaContextSequence[] = [];
-  /** Requests whose inputs prepareEmbed already tokenized and checked (no second tokenization). */
-  private readonly embedChecked = new WeakMap<EmbedRequest, TokenizedInputs>();
+  /**
+   * Input arrays that prepareEmbed already tokenized and checked (no second tokenization). Keyed by the inputs
+   * array, not the request object: callers pass the same array to prepareEmbed and embed but may wrap it in a new
+   * request object each time.
+   */
+  private readonly embedChecked = new WeakMap<readonly string[], TokenizedInputs>();
 
   constructor(readonly entry: ModelEntry) {
     this.capabilities = new Set(entry.capabilities);
@@ -254,12 +258,12 @@ export class LlamaEngine implements Engine {
   /** Checks input lengths before capacity is taken (400 before 503); `embed` checks again. */
   prepareEmbed(req: EmbedRequest): void {
     if (!this.embedder) throw new Error(`model ${this.entry.id} is not loaded for embeddings`);
-    this.embedChecked.set(req, tokenizeInputs(this.embedder, req.inputs, embeddingInputLimit(this.embedder, this.entry)));
+    this.embedChecked.set(req.inputs, tokenizeInputs(this.embedder, req.inputs, embeddingInputLimit(this.embedder, this.entry)));
   }
 
   async embed(req: EmbedRequest, signal: AbortSignal): Promise<EmbedResult> {
     if (!this.embedder || !this.model) throw new Error(`model ${this.entry.id} is not loaded for embeddings`);
-    const inputs = this.embedChecked.get(req) ?? tokenizeInputs(this.embedder, req.inputs, embeddingInputLimit(this.embedder, this.entry));
+    const inputs = this.embedChecked.get(req.inputs) ?? tokenizeInputs(this.embedder, req.inputs, embeddingInputLimit(this.embedder, this.entry));
     return embedAll(this.embedder, inputs, signal);
   }
 }
