@@ -161,6 +161,16 @@ export class ModelRunner {
     });
   }
 
+  /** Runs `work` on a slot (waiting for one as `acquire` does) and frees the slot when it settles. */
+  async run<T>(queueKey: string, signal: AbortSignal, work: (engine: Engine) => Promise<T>): Promise<T> {
+    const lease = await this.acquire(queueKey, signal);
+    try {
+      return await work(lease.engine);
+    } finally {
+      lease.release();
+    }
+  }
+
   private grant(engine: Engine): Lease {
     this.active++;
     this.clearIdleTimer();

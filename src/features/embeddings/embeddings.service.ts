@@ -28,13 +28,7 @@ export async function createEmbeddings(
   engine.prepareEmbed?.({ inputs });
 
   const signal = signalFor(runner.entry.requestTimeoutMs);
-  const lease = await runner.acquire(auth.keyId, signal);
-  let result;
-  try {
-    result = await lease.engine.embed!({ inputs }, signal);
-  } finally {
-    lease.release();
-  }
+  const result = await runner.run(auth.keyId, signal, (leased) => leased.embed!({ inputs }, signal));
   ctx.usage.record({
     keyId: auth.keyId,
     accountId: auth.accountId,

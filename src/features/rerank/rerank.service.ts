@@ -30,13 +30,7 @@ export async function rerank(
   engine.prepareRerank?.(req);
 
   const signal = signalFor(runner.entry.requestTimeoutMs);
-  const lease = await runner.acquire(auth.keyId, signal);
-  let result;
-  try {
-    result = await lease.engine.rerank!(req, signal);
-  } finally {
-    lease.release();
-  }
+  const result = await runner.run(auth.keyId, signal, (leased) => leased.rerank!(req, signal));
 
   ctx.usage.record({
     keyId: auth.keyId,

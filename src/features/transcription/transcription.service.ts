@@ -37,16 +37,8 @@ export async function transcribe(
   const decoded = await decoder.decode(input.file.bytes, signal);
   if (decoded.audio.length === 0) throw new AppError("invalid_parameter", { param: "file", message: "The uploaded file contains no audio." });
 
-  const lease = await runner.acquire(auth.keyId, signal);
-  let transcript: Transcript;
-  try {
-    transcript = await lease.engine.transcribe!(
-      { audio: decoded.audio, language: input.language, prompt: input.prompt, temperature: input.temperature },
-      signal,
-    );
-  } finally {
-    lease.release();
-  }
+  const request = { audio: decoded.audio, language: input.language, prompt: input.prompt, temperature: input.temperature };
+  const transcript = await runner.run(auth.keyId, signal, (leased) => leased.transcribe!(request, signal));
 
   ctx.usage.record({
     keyId: auth.keyId,
