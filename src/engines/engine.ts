@@ -112,6 +112,8 @@ export interface Transcript {
   language: string;
   duration: number;
   segments: TranscriptSegment[];
+  /** Text tokens generated, for usage. */
+  completionTokens: number;
 }
 
 export interface Engine {

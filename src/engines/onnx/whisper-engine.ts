@@ -13,9 +13,8 @@ const maxWindowSeconds = 30;
 /** Silero VAD frame at 16 kHz (src/audio/vad.ts); not imported, so the main thread never loads onnxruntime. */
 const vadFrame = 512;
 
-/** A transcript plus the count of generated text tokens, for usage. */
+/** A transcript plus how many windows it was cut into. */
 export interface WhisperTranscript extends Transcript {
-  completionTokens: number;
   windows: number;
 }
 

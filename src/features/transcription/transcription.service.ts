@@ -2,16 +2,9 @@ import type { AppContext } from "../../app-context.ts";
 import type { AuthContext } from "../../auth/auth-context.ts";
 import { requireModel } from "../model-access.ts";
 import type { AudioDecoder } from "../../audio/audio-decoder.ts";
-import type { Transcript } from "../../engines/engine.ts";
 import { AppError } from "../../errors/app-error.ts";
 import { languageName } from "./languages.ts";
 import type { TranscriptionInput, TranscriptionResponse } from "./transcription.schema.ts";
-
-/** Engines may report how many text tokens they generated; usage records it as completion tokens. */
-function completionTokens(t: Transcript): number {
-  const n = (t as Transcript & { completionTokens?: unknown }).completionTokens;
-  return typeof n === "number" && Number.isFinite(n) ? n : 0;
-}
 
 /**
  * §4.4 POST /v1/audio/transcriptions. Checks run in the decisions.md order: fields (400, already done by the
@@ -46,7 +39,7 @@ export async function transcribe(
     model: input.model,
     endpoint: "transcriptions",
     promptTokens: Math.ceil(decoded.duration),
-    completionTokens: completionTokens(transcript),
+    completionTokens: transcript.completionTokens,
   });
 
   switch (input.responseFormat) {
