@@ -5,6 +5,7 @@ import { createKey as createKeyRecord, revokeKey } from "../src/keys/lifecycle.t
 import { openStore } from "../src/store/store.ts";
 import { startServer, type TestServer } from "./helpers/server.ts";
 import { freshPostgres, silentLogger } from "./helpers/keys.ts";
+import { errorOf } from "./helpers/errors.ts";
 
 const adminToken = "admin-token-for-tests-0123456789";
 const models = [
@@ -15,11 +16,6 @@ const plans = {
   dedicated: { ipAllowlist: true },
   narrow: { models: ["test-*"], endpoints: ["models", "chat"] },
 };
-
-async function errorOf(res: Response) {
-  const body = (await res.json()) as { error: { type: string; code: string; param: string | null; message: string } };
-  return { status: res.status, type: body.error.type, code: body.error.code, param: body.error.param };
-}
 
 const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 

@@ -5,6 +5,7 @@ import OpenAI from "openai";
 import { startServer, modelsDir, type TestServer } from "./helpers/server.ts";
 import { silentLogger } from "./helpers/keys.ts";
 import { openStore } from "../src/store/store.ts";
+import { apiErrorOf } from "./helpers/errors.ts";
 
 let srv: TestServer;
 let key: string;
@@ -30,15 +31,6 @@ after(async () => {
 
 const once = [{ role: "user" as const, content: "Once upon a time" }];
 
-async function errorOf(promise: Promise<unknown>): Promise<InstanceType<typeof OpenAI.APIError>> {
-  try {
-    await promise;
-  } catch (err) {
-    assert.ok(err instanceof OpenAI.APIError, String(err));
-    return err;
-  }
-  assert.fail("expected an API error");
-}
 
 test("§2.3 non-stream completion object: shape, usage from the model tokenizer, finish_reason length at max_tokens", async () => {
   const res = await client.chat.completions.create({ model: "stories", messages: once, max_tokens: 12, temperature: 0 });
@@ -85,13 +77,13 @@ test("§4.2 temperature omitted uses the model's default (temperature 0 configur
 });
 
 test("§4.2 rule 5 prompt + max_tokens over the context is 400 context_length_exceeded, param messages", async () => {
-  const err = await errorOf(client.chat.completions.create({ model: "stories", messages: once, max_tokens: 250 }));
+  const err = await apiErrorOf(client.chat.completions.create({ model: "stories", messages: once, max_tokens: 250 }));
   assert.equal(err.status, 400);
   assert.equal(err.code, "context_length_exceeded");
   assert.equal(err.type, "invalid_request_error");
   assert.equal(err.param, "messages");
   const long = [{ role: "user" as const, content: "Once upon a time there was a cat. ".repeat(60) }];
-  const err2 = await errorOf(client.chat.completions.create({ model: "stories", messages: long }));
+  const err2 = await apiErrorOf(client.chat.completions.create({ model: "stories", messages: long }));
   assert.equal(err2.code, "context_length_exceeded");
 });
 
@@ -139,7 +131,7 @@ test("decisions.md: user, metadata and store are ignored", async () => {
 
 test("decisions.md: an image part sent to a text-only model is 400 invalid_parameter naming the part", async () => {
   const png = "data:image/png;base64," + Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0]).toString("base64");
-  const err = await errorOf(
+  const err = await apiErrorOf(
     client.chat.completions.create({
       model: "stories",
       messages: [{ role: "user", content: [{ type: "text", text: "What colour?" }, { type: "image_url", image_url: { url: png } }] }],
@@ -151,7 +143,7 @@ test("decisions.md: an image part sent to a text-only model is 400 invalid_param
 });
 
 test("§4.2 rule 6: tools on a model without the tools capability is 400 param tools", async () => {
-  const err = await errorOf(
+  const err = await apiErrorOf(
     client.chat.completions.create({
       model: "stories",
       messages: once,
@@ -164,7 +156,7 @@ test("§4.2 rule 6: tools on a model without the tools capability is 400 param t
 
 test("plan maxOutputTokens: max_tokens above it is 400 param max_tokens; omitted max_tokens is capped", async () => {
   const capped = srv.openai((await srv.createKey({ plan: "capped" })).key);
-  const err = await errorOf(capped.chat.completions.create({ model: "stories", messages: once, max_tokens: 9 }));
+  const err = await apiErrorOf(capped.chat.completions.create({ model: "stories", messages: once, max_tokens: 9 }));
   assert.equal(err.status, 400);
   assert.equal(err.param, "max_tokens");
   const res = await capped.chat.completions.create({ model: "stories", messages: once, temperature: 0 });
@@ -173,7 +165,7 @@ test("plan maxOutputTokens: max_tokens above it is 400 param max_tokens; omitted
 });
 
 test("§7 unknown model is 404 model_not_found param model, before parameter-free checks", async () => {
-  const err = await errorOf(client.chat.completions.create({ model: "nope", messages: once }));
+  const err = await apiErrorOf(client.chat.completions.create({ model: "nope", messages: once }));
   assert.equal(err.status, 404);
   assert.equal(err.param, "model");
 });

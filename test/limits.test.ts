@@ -9,6 +9,7 @@ import { createKey } from "./helpers/keys.ts";
 import { spawnServer, startServer, tempDir, type TestServer } from "./helpers/server.ts";
 import { MemoryStore } from "../src/plugins/rate-limit/memory-store.ts";
 import { formatResetDuration } from "../src/config/duration.ts";
+import { errorOf } from "./helpers/errors.ts";
 
 const models = [{ id: "test-chat", engine: "llama", source: "/nonexistent/test-chat.gguf", capabilities: ["chat"], load: "lazy" }];
 const plans = {
@@ -18,11 +19,6 @@ const plans = {
   uploads: { maxUploadBytes: 4 * 1024 * 1024 },
 };
 const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
-
-async function errorOf(res: Response) {
-  const body = (await res.json()) as { error: { type: string; code: string; param: string | null } };
-  return { status: res.status, type: body.error.type, code: body.error.code, param: body.error.param };
-}
 
 function limitHeaders(res: Response) {
   return {

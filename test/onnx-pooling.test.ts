@@ -5,8 +5,8 @@ import path from "node:path";
 import { test } from "node:test";
 import { readdirSync, symlinkSync } from "node:fs";
 import { AutoModel, AutoTokenizer, type Tensor } from "@huggingface/transformers";
-import type { ModelEntry } from "../src/config/app-config.ts";
 import { OnnxEncoderEngine, readPooling } from "../src/engines/onnx/onnx-encoder-engine.ts";
+import { modelEntry } from "./helpers/model-entry.ts";
 
 const modelsDir = path.resolve(import.meta.dirname, "../../shared/models");
 
@@ -49,11 +49,7 @@ test("§4.3 cls pooling takes the first token's hidden state, normalised (same w
   for (const name of readdirSync(source)) if (name !== "1_Pooling" && name !== "modules.json") symlinkSync(path.join(source, name), path.join(dir, name));
   mkdirSync(path.join(dir, "1_Pooling"));
   writeFileSync(path.join(dir, "1_Pooling/config.json"), JSON.stringify({ pooling_mode_cls_token: true, pooling_mode_mean_tokens: false }));
-  const entry: ModelEntry = {
-    id: "cls", engine: "onnx", source: dir, path: dir, hubRef: null, capabilities: ["embeddings"], contextSize: null, parallel: 1, threads: 1,
-    ownedBy: "test", load: "eager", keepAliveMs: null, queueSize: 4, requestTimeoutMs: 60_000, dtype: null, defaults: {}, maxInputTokens: null,
-    url: null, apiKey: null, upstreamModel: null,
-  };
+  const entry = modelEntry({ id: "cls", engine: "onnx", source: dir, capabilities: ["embeddings"], queueSize: 4 });
   const engine = new OnnxEncoderEngine(entry);
   const model = await AutoModel.from_pretrained(source, { dtype: "fp32" });
   try {

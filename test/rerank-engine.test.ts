@@ -4,33 +4,13 @@ import { after, before, test } from "node:test";
 import type { ModelEntry } from "../src/config/app-config.ts";
 import { LlamaRerankEngine } from "../src/engines/llama/llama-rerank-engine.ts";
 import { AppError } from "../src/errors/app-error.ts";
+import { modelEntry } from "./helpers/model-entry.ts";
 
 const models = path.resolve(import.meta.dirname, "../../shared/models");
 
 function rerankEntry(overrides: Partial<ModelEntry> = {}): ModelEntry {
-  return {
-    id: "bert-rerank-tiny",
-    engine: "llama",
-    source: path.join(models, "forged/bert-rerank-tiny.gguf"),
-    path: path.join(models, "forged/bert-rerank-tiny.gguf"),
-    hubRef: null,
-    capabilities: ["rerank"],
-    contextSize: null,
-    parallel: 1,
-    threads: 1,
-    ownedBy: "modelgate",
-    load: "eager",
-    keepAliveMs: null,
-    queueSize: 16,
-    requestTimeoutMs: 60_000,
-    dtype: null,
-    defaults: {},
-    maxInputTokens: null,
-    url: null,
-    apiKey: null,
-    upstreamModel: null,
-    ...overrides,
-  };
+  const source = path.join(models, "forged/bert-rerank-tiny.gguf");
+  return modelEntry({ id: "bert-rerank-tiny", engine: "llama", source, capabilities: ["rerank"], parallel: 1, threads: 1 }, overrides);
 }
 
 const query = "What is the capital of France?";

@@ -9,33 +9,13 @@ import type { ModelEntry } from "../src/config/app-config.ts";
 import type { Engine } from "../src/engines/engine.ts";
 import { AppError } from "../src/errors/app-error.ts";
 import { startServer, modelsDir, type TestServer } from "./helpers/server.ts";
+import { modelEntry } from "./helpers/model-entry.ts";
 
 const log = pino({ level: "silent" }) as unknown as FastifyBaseLogger;
 
 function entry(over: Partial<ModelEntry> = {}): ModelEntry {
-  return {
-    id: "m",
-    engine: "llama",
-    source: "x",
-    path: null,
-    hubRef: null,
-    capabilities: ["chat"],
-    contextSize: null,
-    parallel: 1,
-    threads: 1,
-    ownedBy: "me",
-    load: "eager",
-    keepAliveMs: null,
-    queueSize: 8,
-    requestTimeoutMs: 60_000,
-    dtype: null,
-    defaults: {},
-    maxInputTokens: null,
-    url: null,
-    apiKey: null,
-    upstreamModel: null,
-    ...over,
-  };
+  // path null: no files to find, so the runner starts "unloaded" rather than "missing".
+  return modelEntry({ id: "m", engine: "llama", source: "x", capabilities: ["chat"], parallel: 1, queueSize: 8 }, { path: null, ...over });
 }
 
 const idleEngine = async (): Promise<Engine> => ({

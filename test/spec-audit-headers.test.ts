@@ -7,6 +7,7 @@ import { revokeKey } from "../src/keys/lifecycle.ts";
 import { openStore } from "../src/store/store.ts";
 import { silentLogger } from "./helpers/keys.ts";
 import { startServer, modelsDir, type TestServer } from "./helpers/server.ts";
+import { errorOf } from "./helpers/errors.ts";
 
 let srv: TestServer;
 let key: string;
@@ -45,12 +46,6 @@ function post(route: string, body: unknown, k = key): Promise<Response> {
 
 interface ErrorBody {
   error: { message: string; type: string; code: string; param: string | null };
-}
-
-async function errorOf(res: Response) {
-  const body = (await res.json()) as ErrorBody;
-  assert.equal(typeof body.error.message, "string");
-  return { status: res.status, type: body.error.type, code: body.error.code, param: body.error.param };
 }
 
 /** §8 "on every response" and §7 "x-request-id is present on every response". */

@@ -3,6 +3,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
 import { startServer, modelsDir, type TestServer } from "./helpers/server.ts";
+import { errorOf } from "./helpers/errors.ts";
 
 let srv: TestServer;
 let key: string;
@@ -42,11 +43,6 @@ async function listIds(k: string): Promise<string[]> {
     assert.equal(typeof m.owned_by, "string");
   }
   return body.data.map((m) => m.id).sort();
-}
-
-async function errorOf(res: Response) {
-  const body = (await res.json()) as { error: { type: string; code: string; param: string | null } };
-  return { status: res.status, type: body.error.type, code: body.error.code, param: body.error.param };
 }
 
 function post(route: string, body: unknown, k = key): Promise<Response> {

@@ -6,33 +6,12 @@ import type { ModelEntry } from "../src/config/app-config.ts";
 import type { ChatDelta, ChatRequest } from "../src/engines/engine.ts";
 import { OnnxVlmEngine, vlmLayout } from "../src/engines/onnx/onnx-vlm-engine.ts";
 import { AppError } from "../src/errors/app-error.ts";
+import { modelEntry } from "./helpers/model-entry.ts";
 
 const llavaPath = path.resolve(import.meta.dirname, "../../shared/models/forged/llava-tiny");
 
 function entry(overrides: Partial<ModelEntry> = {}): ModelEntry {
-  return {
-    id: "llava-tiny",
-    engine: "onnx",
-    source: llavaPath,
-    path: llavaPath,
-    hubRef: null,
-    capabilities: ["chat", "vision"],
-    contextSize: null,
-    parallel: 1,
-    threads: 1,
-    ownedBy: "test",
-    load: "eager",
-    keepAliveMs: null,
-    queueSize: 8,
-    requestTimeoutMs: 60_000,
-    dtype: null,
-    defaults: {},
-    maxInputTokens: null,
-    url: null,
-    apiKey: null,
-    upstreamModel: null,
-    ...overrides,
-  };
+  return modelEntry({ id: "llava-tiny", engine: "onnx", source: llavaPath, capabilities: ["chat", "vision"], queueSize: 8 }, overrides);
 }
 
 function request(parts: ChatRequest["messages"][number]["content"], extra: Partial<ChatRequest> = {}): ChatRequest {

@@ -5,6 +5,7 @@ import { after, before, test } from "node:test";
 import OpenAI from "openai";
 import sharp from "sharp";
 import { modelsDir, startServer, type TestServer } from "./helpers/server.ts";
+import { apiErrorOf } from "./helpers/errors.ts";
 
 /**
  * Vision chat through the real server and the official client, on the forged llava-tiny (it answers the
@@ -48,15 +49,6 @@ function ask(url: string | string[], text = "What colour is this image?"): OpenA
   return [{ role: "user", content: [{ type: "text", text }, ...urls.map((u) => ({ type: "image_url" as const, image_url: { url: u } }))] }];
 }
 
-async function apiError(promise: Promise<unknown>): Promise<InstanceType<typeof OpenAI.APIError>> {
-  try {
-    await promise;
-  } catch (err) {
-    assert.ok(err instanceof OpenAI.APIError, String(err));
-    return err;
-  }
-  assert.fail("expected an API error");
-}
 
 test("§4.2 vision: solid red, green and blue PNGs are answered red, green, blue (non-stream)", async () => {
   for (const [name, rgb] of Object.entries(colours)) {
@@ -121,22 +113,22 @@ test("§4.2 images count toward the context: too many for the window is 400 cont
   const blue = await image(colours.blue, "png", 8);
   const ok = await client.chat.completions.create({ model: "llava-small-window", messages: ask([blue]), max_tokens: 2 });
   assert.equal(ok.choices[0].message.content, "blue");
-  const tooMany = await apiError(client.chat.completions.create({ model: "llava-small-window", messages: ask(Array(16).fill(blue)) }));
+  const tooMany = await apiErrorOf(client.chat.completions.create({ model: "llava-small-window", messages: ask(Array(16).fill(blue)) }));
   assert.equal(tooMany.status, 400);
   assert.equal(tooMany.code, "context_length_exceeded");
   assert.equal(tooMany.param, "messages");
   assert.match(tooMany.message, /16 images/);
-  const withMax = await apiError(client.chat.completions.create({ model: "llava-small-window", messages: ask([blue]), max_tokens: 14 }));
+  const withMax = await apiErrorOf(client.chat.completions.create({ model: "llava-small-window", messages: ask([blue]), max_tokens: 14 }));
   assert.equal(withMax.code, "context_length_exceeded");
 });
 
 test("§4.2 rule 6: response_format, tools and logprobs on the VLM get a clear 400 naming the parameter", async () => {
   const messages = ask(await image(colours.red));
-  const json = await apiError(client.chat.completions.create({ model: "llava-tiny", messages, response_format: { type: "json_object" } }));
+  const json = await apiErrorOf(client.chat.completions.create({ model: "llava-tiny", messages, response_format: { type: "json_object" } }));
   assert.equal(json.status, 400);
   assert.equal(json.code, "invalid_parameter");
   assert.equal(json.param, "response_format");
-  const tools = await apiError(
+  const tools = await apiErrorOf(
     client.chat.completions.create({
       model: "llava-tiny",
       messages,
@@ -144,12 +136,12 @@ test("§4.2 rule 6: response_format, tools and logprobs on the VLM get a clear 4
     }),
   );
   assert.equal(tools.param, "tools");
-  const logprobs = await apiError(client.chat.completions.create({ model: "llava-tiny", messages, logprobs: true }));
+  const logprobs = await apiErrorOf(client.chat.completions.create({ model: "llava-tiny", messages, logprobs: true }));
   assert.equal(logprobs.param, "logprobs");
 });
 
 test("§4.2 rule 2: an image sent to a text-only model is 400 invalid_parameter naming the image part", async () => {
-  const err = await apiError(client.chat.completions.create({ model: "stories", messages: ask(await image(colours.red)) }));
+  const err = await apiErrorOf(client.chat.completions.create({ model: "stories", messages: ask(await image(colours.red)) }));
   assert.equal(err.status, 400);
   assert.equal(err.code, "invalid_parameter");
   assert.equal(err.param, "messages[0].content[1]");
@@ -169,7 +161,7 @@ test("§2.2 bad images: each case is 400 invalid_parameter naming messages[0].co
     ["a PNG signature with a corrupt body", `data:image/png;base64,${Buffer.concat([Buffer.from(pngBytes, "base64").subarray(0, 16), Buffer.alloc(40, 7)]).toString("base64")}`],
   ];
   for (const [name, url] of cases) {
-    const err = await apiError(client.chat.completions.create({ model: "llava-tiny", messages: ask(url) }));
+    const err = await apiErrorOf(client.chat.completions.create({ model: "llava-tiny", messages: ask(url) }));
     assert.equal(err.status, 400, name);
     assert.equal(err.code, "invalid_parameter", name);
     assert.equal(err.param, "messages[0].content[1].image_url.url", `${name}: ${err.message}`);
@@ -183,7 +175,7 @@ test("§8 decoded images are bounded by the plan's body limit: a larger image is
     .png()
     .toBuffer();
   assert.ok(noise.length > 8192, String(noise.length));
-  const err = await apiError(smallClient.chat.completions.create({ model: "llava-tiny", messages: ask(`data:image/png;base64,${noise.toString("base64")}`) }));
+  const err = await apiErrorOf(smallClient.chat.completions.create({ model: "llava-tiny", messages: ask(`data:image/png;base64,${noise.toString("base64")}`) }));
   assert.equal(err.status, 413);
   assert.equal(err.code, "request_too_large");
   const ok = await smallClient.chat.completions.create({ model: "llava-tiny", messages: ask(await image(colours.blue, "png", 8)) });
