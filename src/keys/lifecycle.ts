@@ -22,14 +22,8 @@ export class LifecycleError extends Error {
   }
 }
 
-export interface AccountView {
-  id: string;
-  name: string;
-  plan: string;
-  allowIps: string[];
-  contacts: string[];
-  createdAt: string;
-}
+/** What the CLI and admin API show of an account: the stored record, which holds nothing secret. */
+export type AccountView = Account;
 
 export type KeyView = Omit<ApiKeyRecord, "accountId"> & { account: string; accountName: string };
 
@@ -57,10 +51,6 @@ const deploymentPattern = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 function now(): string {
   return new Date().toISOString();
-}
-
-export function accountView(a: Account): AccountView {
-  return { id: a.id, name: a.name, plan: a.plan, allowIps: a.allowIps, contacts: a.contacts, createdAt: a.createdAt };
 }
 
 function keyView(k: ApiKeyRecord, account: Account): KeyView {
@@ -121,7 +111,7 @@ export async function createAccount(store: Store, config: AppConfig, input: Acco
   const contacts = checkContacts(input.contacts ?? []);
   if (await store.accounts.find(name)) throw new LifecycleError("invalid_parameter", "name", `account "${name}" already exists`);
   const account = await store.accounts.insert({ id: newId("acct"), name, plan, allowIps, contacts, createdAt: now() });
-  return accountView(account);
+  return account;
 }
 
 export async function updateAccount(store: Store, config: AppConfig, idOrName: string, input: AccountInput): Promise<AccountView> {
@@ -137,11 +127,11 @@ export async function updateAccount(store: Store, config: AppConfig, idOrName: s
     if (await store.accounts.find(name)) throw new LifecycleError("invalid_parameter", "name", `account "${name}" already exists`);
   }
   await store.accounts.update(account.id, { name, plan, allowIps, contacts });
-  return accountView((await store.accounts.find(account.id))!);
+  return (await store.accounts.find(account.id))!;
 }
 
 export async function listAccounts(store: Store): Promise<AccountView[]> {
-  return (await store.accounts.list()).map(accountView);
+  return store.accounts.list();
 }
 
 function checkScopes(input: KeyInput): { models: string[] | null; endpoints: Endpoint[] | null; deployment: string | null } {
