@@ -3,8 +3,7 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import OpenAI from "openai";
 import { startServer, modelsDir, type TestServer } from "./helpers/server.ts";
-import { silentLogger } from "./helpers/keys.ts";
-import { openStore } from "../src/store/store.ts";
+import { usageRows } from "./helpers/keys.ts";
 import { apiErrorOf } from "./helpers/errors.ts";
 
 let srv: TestServer;
@@ -178,15 +177,5 @@ test("usage is recorded per key and model under the chat endpoint, streamed or n
   let streamedUsage: { prompt_tokens: number; completion_tokens: number } | undefined;
   for await (const chunk of stream) if (chunk.usage) streamedUsage = chunk.usage;
   assert.equal(streamedUsage!.completion_tokens, 7);
-  await srv.server.ctx.usage.flush();
-  const store = await openStore(srv.config, silentLogger());
-  try {
-    const rows = (await store.usage.summary(accountId)).filter((r) => r.keyId === id);
-    assert.deepEqual(
-      rows.map((r) => [r.model, r.endpoint, r.requests, r.promptTokens, r.completionTokens]),
-      [["stories", "chat", 2, plain.usage!.prompt_tokens + streamedUsage!.prompt_tokens, 12]],
-    );
-  } finally {
-    await store.close();
-  }
+  assert.deepEqual(await usageRows(srv.server, srv.config, accountId, id), [["stories", "chat", 2, plain.usage!.prompt_tokens + streamedUsage!.prompt_tokens, 12]]);
 });

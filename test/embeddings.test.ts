@@ -3,8 +3,7 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import OpenAI from "openai";
 import { startServer, modelsDir, type TestServer } from "./helpers/server.ts";
-import { silentLogger } from "./helpers/keys.ts";
-import { openStore } from "../src/store/store.ts";
+import { usageRows } from "./helpers/keys.ts";
 
 let srv: TestServer;
 let key: string;
@@ -117,15 +116,5 @@ test("§4.3 a model without the embeddings capability is 400 param model; unknow
 test("usage is recorded per key and model under the embeddings endpoint", async () => {
   const { key: usageKey, id, accountId } = await srv.createKey();
   const res = await srv.openai(usageKey).embeddings.create({ model: "bert-embed", input: ["one two", "three four five"] });
-  await srv.server.ctx.usage.flush();
-  const store = await openStore(srv.config, silentLogger());
-  try {
-    const rows = (await store.usage.summary(accountId)).filter((r) => r.keyId === id);
-    assert.deepEqual(
-      rows.map((r) => [r.model, r.endpoint, r.requests, r.promptTokens, r.completionTokens]),
-      [["bert-embed", "embeddings", 1, res.usage.prompt_tokens, 0]],
-    );
-  } finally {
-    await store.close();
-  }
+  assert.deepEqual(await usageRows(srv.server, srv.config, accountId, id), [["bert-embed", "embeddings", 1, res.usage.prompt_tokens, 0]]);
 });

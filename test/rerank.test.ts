@@ -1,9 +1,8 @@
 import assert from "node:assert/strict";
 import path from "node:path";
 import { after, before, test } from "node:test";
-import { silentLogger } from "./helpers/keys.ts";
+import { usageRows } from "./helpers/keys.ts";
 import { modelsDir, startServer, type TestServer } from "./helpers/server.ts";
-import { openStore } from "../src/store/store.ts";
 
 const query = "What is the capital of France?";
 const documents = ["The cat sat on the mat.", "Paris is the capital of France.", "France is a country in Europe."];
@@ -148,17 +147,7 @@ test("§4.2 rule 6 a model without rerank capability is 400 invalid_parameter pa
 test("usage is recorded per key and model under the rerank endpoint", async () => {
   const { key: usageKey, id, accountId } = await srv.createKey();
   const body = (await (await rerank({ model: "bert-rerank", query, documents }, usageKey)).json()) as RerankBody;
-  await srv.server.ctx.usage.flush();
-  const store = await openStore(srv.config, silentLogger());
-  try {
-    const rows = (await store.usage.summary(accountId)).filter((r) => r.keyId === id);
-    assert.deepEqual(
-      rows.map((r) => [r.model, r.endpoint, r.requests, r.promptTokens, r.completionTokens]),
-      [["bert-rerank", "rerank", 1, body.usage.prompt_tokens, 0]],
-    );
-  } finally {
-    await store.close();
-  }
+  assert.deepEqual(await usageRows(srv.server, srv.config, accountId, id), [["bert-rerank", "rerank", 1, body.usage.prompt_tokens, 0]]);
 });
 
 test("decisions.md check order: input length (400) before capacity (503 overloaded with Retry-After)", async () => {
