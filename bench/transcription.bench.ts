@@ -6,32 +6,11 @@ import { AudioDecoder } from "../src/audio/audio-decoder.ts";
 import { decodeToMono16k } from "../src/audio/decode.ts";
 import { startServer, modelsDir } from "../test/helpers/server.ts";
 import { median, type BenchRow } from "./bench-row.ts";
+import { repeatedJfk } from "../test/helpers/audio.ts";
 
 const RUNS = 5;
 const whisperDir = path.join(modelsDir, "forged/whisper-scripted");
 
-/** jfk.wav's samples followed by 5 s of silence, `times` times, as a 16 kHz mono s16 WAV. */
-function repeatedJfk(times: number): Buffer {
-  const wav = readFileSync(path.join(modelsDir, "jfk.wav"));
-  let at = 12;
-  while (wav.toString("ascii", at, at + 4) !== "data") at += 8 + wav.readUInt32LE(at + 4);
-  const pcm = wav.subarray(at + 8, at + 8 + wav.readUInt32LE(at + 4));
-  const body = Buffer.concat(Array.from({ length: times }, () => [pcm, Buffer.alloc(5 * 16000 * 2)]).flat());
-  const header = Buffer.alloc(44);
-  header.write("RIFF", 0, "ascii");
-  header.writeUInt32LE(36 + body.length, 4);
-  header.write("WAVEfmt ", 8, "ascii");
-  header.writeUInt32LE(16, 16);
-  header.writeUInt16LE(1, 20);
-  header.writeUInt16LE(1, 22);
-  header.writeUInt32LE(16000, 24);
-  header.writeUInt32LE(32000, 28);
-  header.writeUInt16LE(2, 32);
-  header.writeUInt16LE(16, 34);
-  header.write("data", 36, "ascii");
-  header.writeUInt32LE(body.length, 40);
-  return Buffer.concat([header, body]);
-}
 
 async function timed(fn: () => Promise<unknown>): Promise<number> {
   const started = process.hrtime.bigint();
@@ -48,7 +27,7 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
  * audio-decode alone in-process.
  */
 export default async function transcriptionBench(): Promise<BenchRow[]> {
-  const wav = repeatedJfk(4);
+  const wav = repeatedJfk(4, 5);
   const audioSeconds = (wav.length - 44) / 32000;
   const rows: BenchRow[] = [];
 

@@ -4,6 +4,7 @@ import path from "node:path";
 import { after, before, test } from "node:test";
 import { toFile, APIError } from "openai";
 import { modelsDir, startServer, tempDir, type TestServer } from "./helpers/server.ts";
+import { repeatedJfk } from "./helpers/audio.ts";
 
 /**
  * §4.4 / §2.6 through the real server and the official openai client, on the scripted whisper
@@ -63,29 +64,6 @@ function form(fields: Record<string, string>, file?: { bytes: Uint8Array; name: 
   return f;
 }
 
-/** jfk.wav's samples (16 kHz mono s16) followed by `silenceSeconds` of silence, `times` times, as one WAV file. */
-function repeatedJfk(times: number, silenceSeconds: number): Buffer {
-  const wav = readFileSync(path.join(modelsDir, "jfk.wav"));
-  let at = 12;
-  while (wav.toString("ascii", at, at + 4) !== "data") at += 8 + wav.readUInt32LE(at + 4);
-  const pcm = wav.subarray(at + 8, at + 8 + wav.readUInt32LE(at + 4));
-  const silence = Buffer.alloc(silenceSeconds * 16000 * 2);
-  const body = Buffer.concat(Array.from({ length: times }, () => [pcm, silence]).flat());
-  const header = Buffer.alloc(44);
-  header.write("RIFF", 0, "ascii");
-  header.writeUInt32LE(36 + body.length, 4);
-  header.write("WAVEfmt ", 8, "ascii");
-  header.writeUInt32LE(16, 16);
-  header.writeUInt16LE(1, 20); // PCM
-  header.writeUInt16LE(1, 22); // mono
-  header.writeUInt32LE(16000, 24);
-  header.writeUInt32LE(32000, 28);
-  header.writeUInt16LE(2, 32);
-  header.writeUInt16LE(16, 34);
-  header.write("data", 36, "ascii");
-  header.writeUInt32LE(body.length, 40);
-  return Buffer.concat([header, body]);
-}
 
 const jfk = (name = "jfk.wav") => ({ bytes: readFileSync(path.join(modelsDir, name)), name });
 
