@@ -19,6 +19,9 @@ before(async () => {
 });
 
 
+/** The engine reads the decoded audio from the prepared request; these tests hand it decoded PCM directly. */
+const noFile = { bytes: new Uint8Array(0), filename: null, mimetype: null };
+
 test("features computed on the audio part only equal the extractor's 30 s features exactly", async () => {
   for (const audio of [jfk, jfk.subarray(0, 16000 * 3), new Float32Array(16000 * 5), jfk.subarray(1234, 16000 * 9 + 77)]) {
     const fast = await runner.features(audio);
@@ -67,7 +70,7 @@ test("§4.4 OnnxWhisperEngine runs the windows in parallel up to the model's par
     const unit = jfk.length + 5 * 16000;
     const audio = new Float32Array(unit * 4);
     for (let i = 0; i < 4; i++) audio.set(jfk, i * unit);
-    const transcript = await engine.transcribe({ audio, language: "en", prompt: null, temperature: 0 }, new AbortController().signal, 2);
+    const transcript = await engine.transcribe({ file: noFile, language: "en", prompt: null, temperature: 0 }, { audio, windows: 0 }, new AbortController().signal, 2);
     assert.equal(transcript.windows, 4);
     assert.equal(transcript.segments.length, 12);
     assert.equal(transcript.language, "en");
@@ -75,7 +78,7 @@ test("§4.4 OnnxWhisperEngine runs the windows in parallel up to the model's par
 
     // An aborted request stops: the call rejects with the signal's reason.
     const controller = new AbortController();
-    const running = engine.transcribe({ audio, language: null, prompt: null, temperature: 0 }, controller.signal, 2);
+    const running = engine.transcribe({ file: noFile, language: null, prompt: null, temperature: 0 }, { audio, windows: 0 }, controller.signal, 2);
     setTimeout(() => controller.abort(new Error("client went away")), 50);
     await assert.rejects(running, /client went away/);
   } finally {
@@ -95,7 +98,7 @@ test("§4.4 without a VAD model, long audio gets fixed overlapping windows and e
   try {
     const audio = new Float32Array(64 * 16000);
     for (let i = 0; i < 4; i++) audio.set(jfk, i * 16 * 16000);
-    const transcript = await engine.transcribe({ audio, language: "en", prompt: null, temperature: 0 }, new AbortController().signal, 1);
+    const transcript = await engine.transcribe({ file: noFile, language: "en", prompt: null, temperature: 0 }, { audio, windows: 0 }, new AbortController().signal, 1);
     // [0,30] [28,58] [56,64]: each gives the 3 scripted segments from its start, clamped to the window.
     assert.equal(transcript.windows, 3);
     assert.deepEqual(

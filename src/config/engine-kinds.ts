@@ -13,6 +13,8 @@ export interface EngineKinds {
   defaultParallel(kind: string, options: Readonly<Record<string, unknown>>): number;
   /** Whether models of this kind are files under `source` (false for engines that call other servers). */
   hasLocalFiles(kind: string): boolean;
+  /** The engine's fields with paths (a CA file, say) made absolute against the config's folder. */
+  resolvePaths(kind: string, options: Record<string, unknown>, configDir: string): Record<string, unknown>;
   /** Why the entry claims a capability its engine cannot provide ("cannot do tools"), or null when it does not. */
   unsupportedClaim(entry: ModelEntry): string | null;
 }

@@ -9,6 +9,7 @@ import { parseDuration } from "./duration.ts";
 import { isHubRef, localPathForHubRef, parseHubRef } from "./hub-ref.ts";
 import { defaultCatalog } from "./default-catalog.ts";
 import { parseCidr } from "./cidr.ts";
+import { interpolateEnv } from "./env-interpolation.ts";
 
 export class ConfigError extends Error {
   constructor(message: string) {
@@ -143,7 +144,7 @@ export interface ModelContext {
 export function resolveModel(model: ModelConfigInput, ctx: ModelContext): ModelEntry {
   const file = ctx.file ?? "config";
   const index = ctx.index ?? 0;
-  const options = engineOptions(model, index, file, ctx.engines);
+  const options = ctx.engines.resolvePaths(model.engine, engineOptions(model, index, file, ctx.engines), ctx.configDir);
   const source = model.source ?? null;
   const hubRef = source && isHubRef(source) ? source : null;
   let modelPath: string | null = null;
@@ -253,7 +254,7 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
   };
 }
 
-/** Reads a YAML or JSON config file (or none, for the embedded defaults) and validates it. */
+/** Reads a YAML or JSON config file (or none, for the embedded defaults), fills in `${ENV}` values and validates it. */
 export function loadConfig(file: string | null | undefined, engines: EngineKinds, overrides: ConfigOverrides = {}): AppConfig {
   if (!file) return buildConfig({}, null, engines, overrides);
   let text: string;
@@ -262,5 +263,6 @@ export function loadConfig(file: string | null | undefined, engines: EngineKinds
   } catch (err) {
     throw new ConfigError(`cannot read config ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
-  return buildConfig(parseText(text, file), file, engines, overrides);
+  const missing = (name: string, where: string) => new ConfigError(`${file}: environment variable ${name} is not set (used at ${where})`);
+  return buildConfig(interpolateEnv(parseText(text, file), process.env, missing), file, engines, overrides);
 }

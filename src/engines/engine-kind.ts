@@ -16,6 +16,8 @@ export interface EngineKind {
   defaultParallel(options: Readonly<Record<string, unknown>>): number;
   /** What the engine built for this entry can do (capabilities as data), known before anything loads. */
   support(entry: ModelEntry): EngineSupport;
+  /** Makes the paths among its own fields absolute against the config's folder (default: it has none). */
+  resolvePaths?(options: Record<string, unknown>, configDir: string): Record<string, unknown>;
   /** Hub refs `modelgate pull` fetches along with the entry's own files (whisper's Silero VAD). */
   companionRefs?(entry: ModelEntry): string[];
   /** Builds the engine; implementations import their heavy libraries lazily. */

@@ -96,14 +96,28 @@ export interface RerankResult {
   promptTokens: number;
 }
 
+/** An uploaded audio file as it came: engines that run the model decode it, an upstream gets it as is. */
+export interface AudioUpload {
+  bytes: Uint8Array;
+  filename: string | null;
+  mimetype: string | null;
+}
+
 export interface TranscribeRequest {
-  /** 16 kHz mono PCM. */
-  audio: Float32Array;
+  file: AudioUpload;
   /** ISO-639-1 code, or null to detect. */
   language: string | null;
   prompt: string | null;
   temperature: number;
 }
+/** A transcription after the engine's prepare step: the decoded audio (when it decodes) and how many windows it makes. */
+export interface PreparedTranscription {
+  /** 16 kHz mono PCM, or null when the engine does not decode (an upstream). */
+  audio: Float32Array | null;
+  /** Slots the work can use at once: one per window of the recording. */
+  windows: number;
+}
+
 export interface TranscriptSegment {
   id: number;
   start: number;
@@ -114,7 +128,8 @@ export interface Transcript {
   text: string;
   /** ISO-639-1 code of the language used. */
   language: string;
-  duration: number;
+  /** Seconds of audio; null when an upstream does not say. */
+  duration: number | null;
   segments: TranscriptSegment[];
   /** Text tokens generated, for usage. */
   completionTokens: number;
@@ -161,12 +176,14 @@ export interface Engine {
   readonly contextSize: number | null;
   load(signal?: AbortSignal): Promise<void>;
   unload(): Promise<void>;
-  prepareChat?(req: ChatRequest): Promise<PreparedChat>;
+  prepareChat?(req: ChatRequest, signal?: AbortSignal): Promise<PreparedChat>;
   chat?(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta>;
   prepareEmbed?(req: EmbedRequest): PreparedEmbed | Promise<PreparedEmbed>;
   embed?(req: EmbedRequest, prepared: PreparedEmbed, signal: AbortSignal): Promise<EmbedResult>;
   prepareRerank?(req: RerankRequest): PreparedRerank | Promise<PreparedRerank>;
   rerank?(req: RerankRequest, prepared: PreparedRerank, signal: AbortSignal): Promise<RerankResult>;
+  /** Decodes and checks the upload (400 param file) before the request waits for a slot. */
+  prepareTranscribe?(req: TranscribeRequest, signal: AbortSignal): Promise<PreparedTranscription>;
   /** `slots` is how many of the model's slots the request leased: windows of one recording run that wide. */
-  transcribe?(req: TranscribeRequest, signal: AbortSignal, slots: number): Promise<Transcript>;
+  transcribe?(req: TranscribeRequest, prepared: PreparedTranscription, signal: AbortSignal, slots: number): Promise<Transcript>;
 }

@@ -5,6 +5,7 @@ import type { EngineKind } from "./engine-kind.ts";
 import type { Engine, EngineSupport } from "./engine.ts";
 import { llamaKind } from "./llama/llama.kind.ts";
 import { onnxKind } from "./onnx/onnx.kind.ts";
+import { upstreamKind } from "./upstream/upstream.kind.ts";
 
 /**
  * The engine kinds this node can build. Adding an engine is one folder under `engines/` exporting an `EngineKind`,
@@ -46,6 +47,10 @@ export class EngineRegistry implements EngineKinds {
     return this.kind(name).defaultParallel(options);
   }
 
+  resolvePaths(name: string, options: Record<string, unknown>, configDir: string): Record<string, unknown> {
+    return this.kind(name).resolvePaths?.(options, configDir) ?? options;
+  }
+
   support(entry: ModelEntry): EngineSupport {
     return this.kind(entry.engine).support(entry);
   }
@@ -69,5 +74,5 @@ export class EngineRegistry implements EngineKinds {
 
 /** The engines every node has. */
 export function builtInEngines(): EngineRegistry {
-  return new EngineRegistry([llamaKind, onnxKind]);
+  return new EngineRegistry([llamaKind, onnxKind, upstreamKind]);
 }

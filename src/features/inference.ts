@@ -48,10 +48,7 @@ export interface Inference<P, R> {
  * context_length_exceeded) → admit (503) → run → release, and the usage is recorded for the key.
  */
 export async function runInference<P, R>(ctx: AppContext, scope: RequestScope, spec: Inference<P, R>): Promise<R> {
-  const runner = ctx.catalog.get(spec.model);
-  assertScope(scope.auth, scope.endpoint, spec.model, ctx.config.deployment);
-  checkCapabilities(runner.entry, runner.support, scope.endpoint as EndpointCapability, spec.chat);
-  checkInputLimits(runner.entry, spec.input);
+  const runner = checkRequest(ctx, scope, spec);
   const signal = scope.signalFor(runner.entry.requestTimeoutMs);
   let result: R;
   try {
@@ -71,4 +68,26 @@ export async function runInference<P, R>(ctx: AppContext, scope: RequestScope, s
     ctx.usage.record({ keyId: scope.auth.keyId, accountId: scope.auth.accountId, model: spec.model, endpoint: scope.endpoint, ...usage });
   }
   return result;
+}
+
+/**
+ * The same checks and prepare step as `runInference`, and nothing after it: for /v1/tokenize, which answers what
+ * the engine counted (and its context window) without taking a slot or recording usage.
+ */
+export async function prepareInference<P>(
+  ctx: AppContext,
+  scope: RequestScope,
+  spec: Pick<Inference<P, never>, "model" | "chat" | "input" | "prepare">,
+): Promise<{ prepared: P; contextSize: number | null }> {
+  const runner = checkRequest(ctx, scope, spec);
+  return runner.prepareOnly(scope.signalFor(runner.entry.requestTimeoutMs), spec.prepare);
+}
+
+/** 404 → 403 → 400 (capabilities) → 400 (input limits), in the decisions.md order; returns the model's runner. */
+function checkRequest(ctx: AppContext, scope: RequestScope, spec: Pick<Inference<unknown, unknown>, "model" | "chat" | "input">) {
+  const runner = ctx.catalog.get(spec.model);
+  assertScope(scope.auth, scope.endpoint, spec.model, ctx.config.deployment);
+  checkCapabilities(runner.entry, runner.support, scope.endpoint as EndpointCapability, spec.chat);
+  checkInputLimits(runner.entry, spec.input);
+  return runner;
 }

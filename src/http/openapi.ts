@@ -6,6 +6,7 @@ import { ChatCompletion, ChatCompletionChunk, ChatCompletionRequest } from "../f
 import { EmbeddingList, EmbeddingsRequest } from "../features/embeddings/embeddings.schema.ts";
 import { Model, ModelList } from "../features/models/models.schema.ts";
 import { RerankRequestBody, RerankResponse } from "../features/rerank/rerank.schema.ts";
+import { TokenCount } from "../features/tokenize/tokenize.schema.ts";
 import { TranscriptionJson, TranscriptionVerbose } from "../features/transcription/transcription.schema.ts";
 import {
   AccountList,
@@ -34,6 +35,7 @@ const components: TSchema[] = [
   TranscriptionVerbose,
   RerankRequestBody,
   RerankResponse,
+  TokenCount,
   Model,
   ModelList,
   AccountSchema,

@@ -183,6 +183,16 @@ export class ModelRunner {
   }
 
   /**
+   * Only the prepare step (counting a prompt for /v1/tokenize): the engine's 400s, without taking a slot.
+   * Returns what it prepared and the engine's served context window.
+   */
+  async prepareOnly<P>(signal: AbortSignal, prepare: (engine: Engine, signal: AbortSignal) => P | Promise<P>): Promise<{ prepared: P; contextSize: number | null }> {
+    const engine = this.servable();
+    const prepared = await this.prepareStage(() => prepare(engine, signal));
+    return { prepared, contextSize: engine.contextSize };
+  }
+
+  /**
    * The admit step: takes up to `wanted` free slots (at least one), or waits in the fair queue for one. Throws
    * 503 overloaded when the queue is full, and the signal's reason when it aborts while waiting.
    */

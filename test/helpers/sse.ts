@@ -65,3 +65,48 @@ export async function* sseFrames(res: Response): AsyncGenerator<any> {
     reader.releaseLock();
   }
 }
+
+/**
+ * Checks a finished chat stream against §6 byte for byte: every frame re-serialises to exactly the bytes sent
+ * (key order `id, object, created, model, choices[, usage]`, no spaces), one id/created/model throughout, the first
+ * chunk's delta is `{role: "assistant", content: ""}`, middle chunks have no finish_reason, the last choice chunk
+ * has an empty delta and the finish_reason, an optional usage chunk follows with `choices: []`, then `[DONE]`.
+ * Returns the streamed text, reasoning, tool calls and finish reason.
+ */
+export function assertChatFraming(body: SseBody, model: string): { content: string; reasoning: string; finishReason: string; usage: any; toolCalls: any[] } {
+  assert.ok(body.done, "the stream ends with data: [DONE]");
+  const [first] = body.events;
+  assert.ok(first, "at least one chunk");
+  const usageChunk = body.events.at(-1).choices.length === 0 ? body.events.at(-1) : null;
+  const chunks = usageChunk ? body.events.slice(0, -1) : body.events;
+  const canonical = (e: any) => {
+    const choice = e.choices.map((c: any) => ({ index: c.index, delta: c.delta, logprobs: c.logprobs, finish_reason: c.finish_reason }));
+    return JSON.stringify({ id: e.id, object: e.object, created: e.created, model: e.model, choices: choice, ...("usage" in e ? { usage: e.usage } : {}) });
+  };
+  const rebuilt = body.events.map((e) => `data: ${canonical(e)}\n\n`).join("") + "data: [DONE]\n\n";
+  assert.equal(body.raw.replace(/^: [^\n]*\n\n/gm, ""), rebuilt, "every frame is exactly the §6 serialisation");
+  let content = "";
+  let reasoning = "";
+  const toolCalls: any[] = [];
+  for (const e of body.events) {
+    assert.equal(e.id, first.id);
+    assert.equal(e.created, first.created);
+    assert.equal(e.model, model);
+    assert.equal(e.object, "chat.completion.chunk");
+  }
+  assert.deepEqual(first.choices[0].delta, { role: "assistant", content: "" }, "the first delta");
+  const last = chunks.at(-1);
+  assert.deepEqual(last.choices[0].delta, {}, "the final chunk's delta is empty");
+  assert.ok(["stop", "length", "tool_calls"].includes(last.choices[0].finish_reason));
+  for (const e of chunks.slice(1, -1)) {
+    assert.equal(e.choices[0].finish_reason, null);
+    const d = e.choices[0].delta;
+    content += d.content ?? "";
+    reasoning += d.reasoning_content ?? "";
+    for (const call of d.tool_calls ?? []) {
+      const slot = (toolCalls[call.index] ??= { id: call.id, name: call.function.name, arguments: "" });
+      slot.arguments += call.function.arguments;
+    }
+  }
+  return { content, reasoning, finishReason: last.choices[0].finish_reason, usage: usageChunk?.usage ?? null, toolCalls };
+}

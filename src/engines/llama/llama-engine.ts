@@ -10,6 +10,7 @@ import {
   type Token,
 } from "node-llama-cpp";
 import type { ModelEntry } from "../../config/app-config.ts";
+import { fitContextWindow } from "../context-window.ts";
 import { AppError } from "../../errors/app-error.ts";
 import type { ChatDelta, ChatRequest, EmbedRequest, EmbedResult, Engine, PreparedChat, PreparedEmbed } from "../engine.ts";
 import { toChatHistory } from "./chat-history.ts";
@@ -142,16 +143,7 @@ export class LlamaEngine implements Engine {
     });
     const tokens = contextText.tokenize(model.tokenizer);
     const promptTokens = tokens.length;
-    const room = context.contextSize - promptTokens;
-    if (req.maxTokens !== null ? promptTokens + req.maxTokens > context.contextSize : room < 1) {
-      throw new AppError("context_length_exceeded", {
-        param: "messages",
-        message:
-          `This model's context window is ${context.contextSize} tokens. The messages take ${promptTokens} tokens` +
-          (req.maxTokens !== null ? ` and max_tokens asks for ${req.maxTokens} more.` : ", leaving no room for a completion."),
-      });
-    }
-    return { promptTokens, maxTokens: req.maxTokens ?? room, plan, tokens };
+    return { promptTokens, maxTokens: fitContextWindow(context.contextSize, promptTokens, req.maxTokens), plan, tokens };
   }
 
   async *chat(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import type { ModelEntry } from "../../config/app-config.ts";
+import { fitContextWindow } from "../context-window.ts";
 import { AppError } from "../../errors/app-error.ts";
 import type { ChatDelta, ChatRequest, Engine, PreparedChat } from "../engine.ts";
 import { onnxOptions, vlmSupport } from "./onnx.kind.ts";
@@ -71,18 +72,8 @@ export class OnnxVlmEngine implements Engine {
     const pool = this.requirePool();
     const window = this.window!;
     const { promptTokens, images } = await pool.call<{ promptTokens: number; images: number }>("prepare", { messages: req.messages });
-    const requested = req.maxTokens;
-    if (promptTokens >= window || (requested !== null && promptTokens + requested > window)) {
-      const imageNote = images > 0 ? ` (including ${images} image${images === 1 ? "" : "s"})` : "";
-      throw new AppError("context_length_exceeded", {
-        param: "messages",
-        message:
-          requested !== null
-            ? `The prompt is ${promptTokens} tokens${imageNote} and max_tokens is ${requested}; together they exceed the model's context window of ${window} tokens.`
-            : `The prompt is ${promptTokens} tokens${imageNote}, which leaves no room in the model's context window of ${window} tokens.`,
-      });
-    }
-    return { promptTokens, maxTokens: requested ?? window - promptTokens };
+    const note = images > 0 ? `including ${images} image${images === 1 ? "" : "s"}` : "";
+    return { promptTokens, maxTokens: fitContextWindow(window, promptTokens, req.maxTokens, note) };
   }
 
   async *chat(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {

@@ -4,7 +4,8 @@ import pLimit from "p-limit";
 import type { ModelEntry } from "../../config/app-config.ts";
 import { AppError } from "../../errors/app-error.ts";
 import { fixedWindows, maxWindowSeconds, planWindows, sampleRate, settledWindows, vadFrame, type AudioWindow } from "../../audio/windows.ts";
-import type { Engine, TranscribeRequest, Transcript, TranscriptSegment } from "../engine.ts";
+import { AudioDecoder } from "../../audio/audio-decoder.ts";
+import type { Engine, PreparedTranscription, TranscribeRequest, Transcript, TranscriptSegment } from "../engine.ts";
 import type { WorkerPool } from "../../workers/worker-pool.ts";
 import { onnxPool } from "./onnx-pool.ts";
 import { onnxOptions, whisperSupport } from "./onnx.kind.ts";
@@ -57,6 +58,8 @@ export class OnnxWhisperEngine implements Engine {
   /** Silero VAD on a thread of its own; null when no VAD model is found (fixed windows then). */
   private vadPool: WorkerPool | null = null;
   private readonly vadModel: string | null;
+  /** Decodes uploads in a worker of its own; started on the first upload. */
+  private decoder: AudioDecoder | null = null;
   /** Why the VAD did not start, if it did not. */
   vadError: string | null = null;
 
@@ -91,6 +94,9 @@ export class OnnxWhisperEngine implements Engine {
   }
 
   async unload(): Promise<void> {
+    const decoder = this.decoder;
+    this.decoder = null;
+    await decoder?.close();
     const pools = [this.pool, this.vadPool];
     this.pool = null;
     this.vadPool = null;
@@ -99,6 +105,14 @@ export class OnnxWhisperEngine implements Engine {
       await settle(p);
       await p.close();
     }));
+  }
+
+  /** Decodes the upload off the event loop (400 param file when it is not audio, or holds none). */
+  async prepareTranscribe(req: TranscribeRequest, signal: AbortSignal): Promise<PreparedTranscription> {
+    this.decoder ??= new AudioDecoder(1);
+    const { audio, duration } = await this.decoder.decode(req.file.bytes, signal);
+    if (audio.length === 0) throw new AppError("invalid_parameter", { param: "file", message: "The uploaded file contains no audio." });
+    return { audio, windows: Math.ceil(duration / maxWindowSeconds) };
   }
 
   /** The transcription worker pool's own counts (calls in its workers now, and the most ever at once). */
@@ -133,9 +147,10 @@ export class OnnxWhisperEngine implements Engine {
    * Runs the windows of one recording, at most `slots` at once: the scheduler leased that many of the model's
    * `parallel` slots for this request, so windows of all requests together never exceed `parallel`.
    */
-  async transcribe(req: TranscribeRequest, signal: AbortSignal, slots: number): Promise<WhisperTranscript> {
+  async transcribe(req: TranscribeRequest, prepared: PreparedTranscription, signal: AbortSignal, slots: number): Promise<WhisperTranscript> {
     const pool = this.requirePool();
-    const duration = req.audio.length / sampleRate;
+    const recording = prepared.audio!;
+    const duration = recording.length / sampleRate;
     const limit = pLimit(Math.max(1, slots));
 
     let resolveLanguage!: (code: string) => void;
@@ -152,7 +167,7 @@ export class OnnxWhisperEngine implements Engine {
     const runWindow = async (window: AudioWindow, first: boolean, lang: string | null): Promise<WindowResult> => {
       signal.throwIfAborted();
       try {
-        const audio = req.audio.slice(Math.floor(window.start * sampleRate), Math.ceil(window.end * sampleRate));
+        const audio = recording.slice(Math.floor(window.start * sampleRate), Math.ceil(window.end * sampleRate));
         const result = await pool.call<WindowResult>(
           "transcribeWindow",
           { audio, language: lang, prompt: req.prompt, temperature: req.temperature },
@@ -184,7 +199,7 @@ export class OnnxWhisperEngine implements Engine {
 
     let windows: AudioWindow[];
     try {
-      windows = await this.windows(req.audio, signal, start);
+      windows = await this.windows(recording, signal, start);
     } catch (err) {
       await Promise.allSettled(started.values());
       throw err;
@@ -193,7 +208,7 @@ export class OnnxWhisperEngine implements Engine {
       // Silence only: nothing to transcribe, but a language is still reported.
       let code = req.language;
       if (!code) {
-        const head = req.audio.slice(0, maxWindowSeconds * sampleRate);
+        const head = recording.slice(0, maxWindowSeconds * sampleRate);
         code = (await pool.call<{ language: string }>("detectLanguage", { audio: head }, { signal, transfer: [head.buffer] })).language;
       }
       return { text: "", language: code, duration, segments: [], completionTokens: 0, windows: 0 };

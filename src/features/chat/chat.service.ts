@@ -11,8 +11,8 @@ import { toChatRequest } from "./chat.shape.ts";
 import { StreamBatcher } from "./stream-batcher.ts";
 
 /** The engine templates and tokenizes (context_length_exceeded here); the plan's output cap bounds an omitted max_tokens. */
-async function prepareChat(engine: Engine, req: ChatRequest, plan: Plan): Promise<PreparedChat> {
-  const prepared = await engine.prepareChat!(req);
+async function prepareChat(engine: Engine, req: ChatRequest, plan: Plan, signal: AbortSignal): Promise<PreparedChat> {
+  const prepared = await engine.prepareChat!(req, signal);
   const cap = plan.maxOutputTokens;
   if (cap !== null && prepared.maxTokens > cap) prepared.maxTokens = cap;
   return prepared;
@@ -69,7 +69,7 @@ export async function completeChat(ctx: AppContext, scope: RequestScope, body: C
     model: body.model,
     chat: req,
     input: { kind: "chat", req },
-    prepare: (engine) => prepareChat(engine, req, scope.auth.plan),
+    prepare: (engine, signal) => prepareChat(engine, req, scope.auth.plan, signal),
     run: async (engine, prepared, signal) => {
       created = Math.floor(Date.now() / 1000);
       const acc = new Accumulator();
@@ -189,7 +189,7 @@ export async function streamChat(ctx: AppContext, scope: RequestScope, body: Cha
       model: body.model,
       chat: req,
       input: { kind: "chat", req },
-      prepare: (engine) => prepareChat(engine, req, scope.auth.plan),
+      prepare: (engine, signal) => prepareChat(engine, req, scope.auth.plan, signal),
       // Waiting in the queue: `: keep-alive` comments every 15 s keep proxies from closing the connection.
       onQueued: () => sse.keepAliveUntilFirstFrame(),
       run,

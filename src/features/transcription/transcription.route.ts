@@ -1,7 +1,6 @@
 import { Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
 import multipart from "@fastify/multipart";
-import { AudioDecoder } from "../../audio/audio-decoder.ts";
 import { inferenceErrors } from "../../errors/error.schema.ts";
 import { requestScope } from "../inference.ts";
 import { readTranscriptionForm } from "./transcription.form.ts";
@@ -11,8 +10,6 @@ import { TranscriptionJson, TranscriptionRequestForm, TranscriptionVerbose } fro
 export default async function transcriptionRoutes(app: FastifyInstance): Promise<void> {
   // Scoped to this plugin: only the transcription route parses multipart.
   await app.register(multipart, { throwFileSizeLimit: true });
-  const decoder = new AudioDecoder(1);
-  app.addHook("onClose", async () => decoder.close());
 
   app.post(
     "/audio/transcriptions",
@@ -39,7 +36,7 @@ export default async function transcriptionRoutes(app: FastifyInstance): Promise
     },
     async (request, reply) => {
       const input = await readTranscriptionForm(request, request.auth!.plan.maxUploadBytes);
-      const result = await transcribe(app.ctx, requestScope(request, reply), input, decoder);
+      const result = await transcribe(app.ctx, requestScope(request, reply), input);
       if (result.format === "text") return reply.type("text/plain; charset=utf-8").send(result.body);
       return result.body;
     },

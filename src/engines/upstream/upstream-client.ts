@@ -1,0 +1,139 @@
+import { readFileSync } from "node:fs";
+import { errors, FormData, Pool, type Dispatcher } from "undici";
+import { isAppError } from "../../errors/app-error.ts";
+import { mapUpstreamError, UpstreamConfigError, UpstreamUnavailable } from "./upstream-errors.ts";
+
+export interface UpstreamTimeouts {
+  connectMs: number;
+  firstByteMs: number;
+  idleMs: number;
+  totalMs: number;
+}
+
+export interface UpstreamTarget {
+  /** The OpenAI-style base, `https://host:8000/v1`, without a trailing slash. */
+  url: string;
+  apiKey: string | null;
+  model: string;
+  /** PEM text of a private CA (read at load). */
+  ca: string | null;
+}
+
+export interface UpstreamCall {
+  method?: "GET" | "POST";
+  /** Appended to the target's base URL (`/chat/completions`), or to its origin root when `root` is set. */
+  path: string;
+  root?: boolean;
+  json?: unknown;
+  form?: FormData;
+  signal: AbortSignal;
+  /** A streamed answer: the caller bounds its silences (StallWatchdog) instead of the pool's idle timeout. */
+  streaming?: boolean;
+  /** The §7 param an upstream context-window error is reported on. */
+  contextParam?: string;
+}
+
+export interface UpstreamResponse {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Dispatcher.ResponseData["body"];
+}
+
+/** OpenSSL's verdicts on a certificate we do not trust: a configuration problem, not an outage. */
+const tlsTrustErrors = /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ERR_TLS_CERT_ALTNAME_INVALID/;
+
+/** `https://gpu-a:8000/v1` → `https://gpu-a:8000` (vLLM, SGLang and llama-server put /tokenize and /health at the root). */
+export function rootOf(url: string): string {
+  return url.replace(/\/v1$/, "");
+}
+
+/**
+ * One upstream server: a keep-alive connection pool (undici) with our timeouts, TLS verified against the system
+ * roots or the upstream's own CA. Every failure to get an answer (connect, timeouts, resets, 429, 5xx) is an
+ * `UpstreamUnavailable` (503 overloaded, retryable elsewhere); other refusals map to §7 by `mapUpstreamError`.
+ */
+export class UpstreamClient {
+  private readonly pool: Pool;
+  private readonly basePath: string;
+  private readonly rootPath: string;
+  readonly origin: string;
+
+  constructor(
+    readonly target: UpstreamTarget,
+    private readonly timeouts: UpstreamTimeouts,
+    private readonly modelgate: boolean,
+  ) {
+    const url = new URL(target.url);
+    this.origin = url.origin;
+    this.basePath = url.pathname.replace(/\/$/, "");
+    this.rootPath = rootOf(this.basePath);
+    this.pool = new Pool(url.origin, {
+      connect: { timeout: timeouts.connectMs, ...(target.ca ? { ca: target.ca } : {}) },
+      headersTimeout: timeouts.firstByteMs,
+      bodyTimeout: timeouts.idleMs,
+      keepAliveTimeout: 30_000,
+    });
+  }
+
+  static readCa(file: string | undefined): string | null {
+    return file ? readFileSync(file, "utf8") : null;
+  }
+
+  /** Sends one request; resolves with a 2xx response whose body the caller must consume, or throws a mapped error. */
+  async send(call: UpstreamCall): Promise<UpstreamResponse> {
+    const total = AbortSignal.timeout(this.timeouts.totalMs);
+    const signal = AbortSignal.any([call.signal, total]);
+    const headers: Record<string, string> = { accept: call.form ? "application/json" : "application/json, text/event-stream" };
+    if (this.target.apiKey) headers.authorization = `Bearer ${this.target.apiKey}`;
+    if (call.json !== undefined) headers["content-type"] = "application/json";
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await this.pool.request({
+        method: call.method ?? "POST",
+        path: `${call.root ? this.rootPath : this.basePath}${call.path}`,
+        headers,
+        body: call.form ?? (call.json === undefined ? null : JSON.stringify(call.json)),
+        signal,
+        ...(call.streaming ? { bodyTimeout: 0 } : {}),
+      });
+    } catch (err) {
+      throw this.failure(err, call.signal, total);
+    }
+    if (response.statusCode >= 200 && response.statusCode < 300) return { status: response.statusCode, headers: response.headers, body: response.body };
+    const text = await response.body.text().catch(() => "");
+    throw mapUpstreamError(response.statusCode, response.headers, text, { modelgate: this.modelgate, contextParam: call.contextParam });
+  }
+
+  /** Reads a whole JSON answer, with our timeouts. */
+  async json<T>(call: UpstreamCall): Promise<T> {
+    const response = await this.send(call);
+    try {
+      return (await response.body.json()) as T;
+    } catch (err) {
+      throw this.failure(err, call.signal, null);
+    }
+  }
+
+  /**
+   * What an error while talking to the upstream means for us. The request's own abort (client gone, our deadline)
+   * passes through unchanged; everything else is the upstream being unavailable.
+   */
+  failure(err: unknown, callerSignal: AbortSignal, total: AbortSignal | null): unknown {
+    if (callerSignal.aborted) return callerSignal.reason;
+    if (isAppError(err) || err instanceof UpstreamConfigError) return err;
+    const where = `${this.origin}`;
+    if (total?.aborted) return new UpstreamUnavailable(`The model's engine did not finish within ${this.timeouts.totalMs} ms (${where}).`, null, 1000);
+    if (err instanceof errors.HeadersTimeoutError) return new UpstreamUnavailable(`The model's engine did not answer within ${this.timeouts.firstByteMs} ms (${where}).`, null, 1000);
+    if (err instanceof errors.BodyTimeoutError) return new UpstreamUnavailable(`The model's engine stalled: nothing for ${this.timeouts.idleMs} ms (${where}).`, null, 1000);
+    if (err instanceof errors.ConnectTimeoutError) return new UpstreamUnavailable(`The model's engine could not be reached within ${this.timeouts.connectMs} ms (${where}).`, null, 1000);
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code && tlsTrustErrors.test(code)) {
+      return new UpstreamConfigError(`TLS to ${where} failed (${code}): give the upstream's CA as \`ca\` in its entry`);
+    }
+    return new UpstreamUnavailable(`The model's engine could not be reached (${where}: ${code ?? (err as Error).message}).`, null, 1000);
+  }
+
+  async close(): Promise<void> {
+    await this.pool.close().catch(() => this.pool.destroy());
+  }
+}

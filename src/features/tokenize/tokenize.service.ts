@@ -1,0 +1,21 @@
+import type { AppContext } from "../../app-context.ts";
+import { toChatRequest } from "../chat/chat.shape.ts";
+import type { ChatCompletionRequest } from "../chat/chat.schema.ts";
+import { prepareInference, type RequestScope } from "../inference.ts";
+import type { TokenCount } from "./tokenize.schema.ts";
+
+/**
+ * POST /v1/tokenize: the prompt a chat request would put in front of the model, counted by the engine's own
+ * template and tokenizer (the same prepare step as a completion, so the same 400s), without taking a slot or
+ * recording usage. A Modelgate node fronting another counts prompts with it (`tokenize: modelgate`).
+ */
+export async function countChatTokens(ctx: AppContext, scope: RequestScope, body: ChatCompletionRequest): Promise<TokenCount> {
+  const { req } = toChatRequest(body, scope.auth.plan);
+  const { prepared, contextSize } = await prepareInference(ctx, scope, {
+    model: body.model,
+    chat: req,
+    input: { kind: "chat", req },
+    prepare: (engine, signal) => engine.prepareChat!(req, signal),
+  });
+  return { object: "tokenize", model: body.model, count: prepared.promptTokens, max_model_len: contextSize };
+}
