@@ -6,7 +6,14 @@ export interface BenchRow {
   unit: string;
   /** service / raw for throughput; for added-latency items the item says what it is. */
   ratio: number;
+  /** The ratio's min and max over the runs, when the item was measured over several. */
+  range?: [number, number];
   target: string;
+}
+
+/** min / median / max of a set of runs. */
+export function spread(values: number[]): { min: number; median: number; max: number } {
+  return { min: Math.min(...values), median: median(values), max: Math.max(...values) };
 }
 
 export function median(values: number[]): number {

@@ -28,8 +28,9 @@ for (const file of files) {
 }
 
 const fmt = (n: number) => (Math.abs(n) >= 100 ? n.toFixed(0) : Math.abs(n) >= 1 ? n.toFixed(2) : n.toFixed(3));
-const header = ["item", "service", "raw", "unit", "ratio", "target"];
-const table = [header, ...rows.map((r) => [r.item, fmt(r.service), fmt(r.raw), r.unit, fmt(r.ratio), r.target])];
+const header = ["item", "service", "raw", "unit", "ratio (min–max)", "target"];
+const ratioCell = (r: BenchRow) => (r.range ? `${fmt(r.ratio)} (${fmt(r.range[0])}–${fmt(r.range[1])})` : fmt(r.ratio));
+const table = [header, ...rows.map((r) => [r.item, fmt(r.service), fmt(r.raw), r.unit, ratioCell(r), r.target])];
 const widths = header.map((_, i) => Math.max(...table.map((row) => row[i].length)));
 const line = (row: string[]) => `| ${row.map((cell, i) => cell.padEnd(widths[i])).join(" | ")} |`;
 console.log(line(header));

@@ -18,10 +18,14 @@ const vllmModel = "meta-llama/Llama-3.3-70B-Instruct";
 
 before(async () => {
   replay = await startReplay();
+  replay.on("/health", json(200, {}));
   const upstream = (extra: Record<string, unknown> = {}) => ({
     engine: "upstream",
     upstreams: [{ url: replay.url, apiKey: "replay-secret", model: vllmModel }],
     timeouts: { firstByte: "500ms", idle: "300ms" },
+    // One attempt and no ejection: these tests look at how one answer is mapped (pools have their own tests).
+    retry: { attempts: 1 },
+    breaker: { failures: 1000 },
     ...extra,
   });
   front = await startServer({

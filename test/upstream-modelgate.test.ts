@@ -142,7 +142,7 @@ test("transcription through the upstream: the file goes up undecoded and the scr
 
 function formOf(bytes: Buffer, model: string, responseFormat: string): FormData {
   const form = new FormData();
-  form.append("file", new Blob([bytes]), "jfk.mp3");
+  form.append("file", new Blob([new Uint8Array(bytes)]), "jfk.mp3");
   form.append("model", model);
   form.append("response_format", responseFormat);
   return form;

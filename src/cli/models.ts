@@ -4,7 +4,8 @@ import { CliError, type CliContext, type Command, type CommandResult } from "./c
 import { configuredOrigin, fetchServerModels, type ServerModelState } from "./server-models.ts";
 
 const usage = `usage: modelgate models list [--server URL] [--json]
-  Shows each configured model: engine, state, size on disk, capabilities, source.
+  Shows each configured model: engine, state, size on disk, capabilities, source; for an upstream model, each
+  upstream's state (healthy, ejected, probing), requests in flight, failures in the last minute and latency.
   State is present/missing on disk; when a server runs (the configured address, or --server) and the config has
   an adminToken, it is the server's: loaded, loading, present (not loaded), missing or failed.`;
 
@@ -32,11 +33,23 @@ async function list(ctx: CliContext, server: string | null): Promise<CommandResu
   const models = ctx.config.models.map((entry) => {
     const local = localModelState(entry, ctx.config.dataDir);
     const live = running?.find((r) => r.id === entry.id);
-    return live ? { ...local, state: serverState(live.state), active: live.active, queueDepth: live.queueDepth, error: live.error } : local;
+    return live
+      ? { ...local, state: serverState(live.state), active: live.active, queueDepth: live.queueDepth, error: live.error, ...(live.upstreams ? { upstreams: live.upstreams } : {}) }
+      : local;
   });
+  // An upstream pool's members go on rows of their own under the model: state, in flight, failures, latency.
+  const upstreamRows = (m: (typeof models)[number]) =>
+    ("upstreams" in m ? (m.upstreams ?? []) : []).map((u) => [
+      `  ${u.url}`,
+      "",
+      u.state,
+      "",
+      `${u.inFlight}/${u.maxInFlight} in flight, ${u.recentFailures} failed/min${u.latencyMs === null ? "" : `, ${u.latencyMs} ms`}`,
+      "",
+    ]);
   const rows = [
     ["ID", "ENGINE", "STATE", "SIZE", "CAPABILITIES", "SOURCE"],
-    ...models.map((m) => [m.id, m.engine, m.state, m.sizeBytes === null ? "-" : formatBytes(m.sizeBytes), m.capabilities.join(","), m.source ?? "-"]),
+    ...models.flatMap((m) => [[m.id, m.engine, m.state, m.sizeBytes === null ? "-" : formatBytes(m.sizeBytes), m.capabilities.join(","), m.source ?? "-"], ...upstreamRows(m)]),
   ];
   const missing = models.filter((m) => m.pullCommand);
   const hint = missing.length ? `\n\n${missing.length} missing: run \`modelgate pull\` to fetch them all, or ${missing[0].pullCommand}` : "";

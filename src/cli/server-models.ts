@@ -9,6 +9,8 @@ export interface ServerModelState {
   active: number;
   queueDepth: number;
   error: string | null;
+  /** An upstream model's pool, as the admin API shows it. */
+  upstreams?: { url: string; state: string; inFlight: number; maxInFlight: number; recentFailures: number; latencyMs: number | null }[];
 }
 
 /** The running server's origin as the config describes it (0.0.0.0 / :: are reached on loopback). */

@@ -40,6 +40,11 @@ export interface ChatRequest {
   responseFormat: "text" | "json_object";
   /** null: no logprobs; otherwise how many alternatives per token (0..20). */
   topLogprobs: number | null;
+  /**
+   * The caller sends nothing to its client before the generation ends (a non-stream completion), so an engine may
+   * start the generation over (an upstream engine retries it elsewhere) without anyone seeing a partial answer.
+   */
+  buffered?: boolean;
 }
 
 export interface TokenLogprob {
@@ -164,6 +169,19 @@ export interface RefusedCombination {
   message: string;
 }
 
+/** One upstream of an engine that forwards to other servers, as the admin API and /readyz show it. */
+export interface UpstreamStats {
+  url: string;
+  state: "healthy" | "ejected" | "probing";
+  inFlight: number;
+  maxInFlight: number;
+  weight: number;
+  /** Failures (requests and health checks) in the last minute. */
+  recentFailures: number;
+  /** Moving average of the time to an answer (headers and first event), ms. */
+  latencyMs: number | null;
+}
+
 /**
  * The one interface every engine implements. Each endpoint is two steps: `prepare*` templates, tokenizes and
  * validates (400s, context_length_exceeded) on a loaded engine before any capacity is taken; the run step does
@@ -186,4 +204,6 @@ export interface Engine {
   prepareTranscribe?(req: TranscribeRequest, signal: AbortSignal): Promise<PreparedTranscription>;
   /** `slots` is how many of the model's slots the request leased: windows of one recording run that wide. */
   transcribe?(req: TranscribeRequest, prepared: PreparedTranscription, signal: AbortSignal, slots: number): Promise<Transcript>;
+  /** The upstreams behind the engine and their health, for engines that forward (diagnostics only). */
+  upstreamStats?(): UpstreamStats[];
 }

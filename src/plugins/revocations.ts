@@ -37,7 +37,9 @@ export const revocationsPlugin = fp(
       }
       for (const [keyId, revokedAt] of pending) {
         try {
-          await store.health.run(() => store.keys.revoke(keyId, revokedAt));
+          // A key this database does not hold belongs to another deployment sharing the Redis: left for it.
+          const written = await store.health.run(() => store.keys.revoke(keyId, revokedAt));
+          if (!written) continue;
           await bus.clearPending(keyId);
           app.log.info({ keyId }, "wrote a revocation accepted while the database was unreachable");
         } catch {

@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from "fastify";
 import { locateModelFiles, missingFilesMessage } from "../catalog/model-files.ts";
 import type { ModelEntry } from "../config/app-config.ts";
-import type { Engine, EngineSupport } from "../engines/engine.ts";
+import type { Engine, EngineSupport, UpstreamStats } from "../engines/engine.ts";
 import { DeadlineExceeded } from "../errors/aborts.ts";
 import { AppError } from "../errors/app-error.ts";
 import { FairQueue } from "./fair-queue.ts";
@@ -18,6 +18,8 @@ export interface RunnerStats {
   /** Requests in the bounded prepare stage (engines whose prepare is costly). */
   preparing: number;
   error: string | null;
+  /** For engines that forward to other servers: each upstream's health and load. */
+  upstreams?: UpstreamStats[];
 }
 
 /** Slots of the model's `parallel` capacity held by one request; release exactly once when the work ends. */
@@ -107,6 +109,7 @@ export class ModelRunner {
       parallel: this.entry.parallel,
       preparing: this.preparing,
       error: this.lastError,
+      ...(this.engine?.upstreamStats ? { upstreams: this.engine.upstreamStats() } : {}),
     };
   }
 

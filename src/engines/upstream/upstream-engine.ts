@@ -22,6 +22,8 @@ import { countPrompt, llamaServerContext, type TokenizeStrategy } from "./prompt
 import { sseEvents } from "./sse-events.ts";
 import { StallWatchdog } from "./stall-watchdog.ts";
 import { UpstreamClient, type UpstreamTimeouts } from "./upstream-client.ts";
+import { PoolMember, type MemberStats } from "./pool-member.ts";
+import { UpstreamPool } from "./upstream-pool.ts";
 import { readErrorBody, UpstreamUnavailable } from "./upstream-errors.ts";
 import { upstreamOptions, upstreamSupport, type UpstreamOptions } from "./upstream.kind.ts";
 
@@ -54,9 +56,8 @@ export class UpstreamEngine implements Engine {
   private readonly options: UpstreamOptions;
   private readonly timeouts: UpstreamTimeouts;
   private readonly protocol: NonNullable<UpstreamOptions["protocol"]>;
-  private clients: UpstreamClient[] = [];
+  private pool: UpstreamPool | null = null;
   private learnedContext: number | null = null;
-  private next = 0;
 
   constructor(private readonly entry: ModelEntry) {
     this.options = upstreamOptions(entry);
@@ -69,32 +70,62 @@ export class UpstreamEngine implements Engine {
   }
 
   async load(): Promise<void> {
+    const o = this.options;
     const modelgate = this.protocol === "modelgate";
-    this.clients = this.options.upstreams.map(
-      (u) => new UpstreamClient({ url: u.url.replace(/\/$/, ""), apiKey: u.apiKey ?? null, model: u.model, ca: UpstreamClient.readCa(u.ca) }, this.timeouts, modelgate),
-    );
+    const members = o.upstreams.map((u) => {
+      const client = new UpstreamClient({ url: u.url.replace(/\/$/, ""), apiKey: u.apiKey ?? null, model: u.model, ca: UpstreamClient.readCa(u.ca) }, this.timeouts, modelgate);
+      return new PoolMember(client, {
+        weight: u.weight ?? 1,
+        maxInFlight: u.maxInFlight ?? 64,
+        breakerFailures: o.breaker?.failures ?? 5,
+        cooldownMs: parseDuration(o.breaker?.cooldown ?? "10s"),
+        unhealthyAfter: o.health?.unhealthyAfter ?? 3,
+        healthyAfter: o.health?.healthyAfter ?? 2,
+      });
+    });
+    this.pool = new UpstreamPool(members, {
+      routing: o.routing ?? "least-outstanding",
+      attempts: o.retry?.attempts ?? 3,
+      maxWaitMs: parseDuration(o.retry?.maxWait ?? "20s"),
+      healthIntervalMs: parseDuration(o.health?.interval ?? "5s"),
+      healthPath: o.health?.path ?? (modelgate ? "/healthz" : "/health"),
+    });
+    this.pool.startHealthChecks();
   }
 
   async unload(): Promise<void> {
-    const clients = this.clients;
-    this.clients = [];
-    await Promise.all(clients.map((c) => c.close()));
+    const pool = this.pool;
+    this.pool = null;
+    pool?.stop();
+    await Promise.all((pool?.members ?? []).map((m) => m.client.close()));
   }
 
-  /** The upstream for the next call (round robin; the pool issue replaces this with routing and health). */
-  private pick(): UpstreamClient {
-    const client = this.clients[this.next++ % this.clients.length];
-    if (!client) throw new UpstreamUnavailable(`The model '${this.entry.id}' has no upstream loaded.`, null, 1000);
-    return client;
+  /** Each upstream's state, in flight, recent failures and latency (the admin API shows them). */
+  upstreamStats(): MemberStats[] {
+    return this.pool?.stats() ?? [];
+  }
+
+  private requirePool(): UpstreamPool {
+    if (!this.pool) throw new UpstreamUnavailable(`The model '${this.entry.id}' has no upstream loaded.`, null, 1000);
+    return this.pool;
+  }
+
+  /** One whole call on the pool (retried by its rules), for answers that are not streamed to the client. */
+  private async call<T>(signal: AbortSignal, fn: (client: UpstreamClient) => Promise<T>): Promise<T> {
+    const lease = await this.requirePool().acquire(signal, (member) => fn(member.client));
+    lease.release();
+    return lease.value;
   }
 
   async prepareChat(req: ChatRequest, signal = AbortSignal.timeout(this.timeouts.firstByteMs)): Promise<UpstreamPreparedChat> {
     const strategy = tokenizeStrategy(this.options);
-    const client = this.pick();
-    const counted = await countPrompt(strategy, client, req, signal);
-    if (counted && this.entry.contextSize === null && this.learnedContext === null) {
-      this.learnedContext = counted.contextSize ?? (strategy === "llama-server" ? await llamaServerContext(client, signal) : null);
-    }
+    const counted = strategy === "none" ? null : await this.call(signal, async (client) => {
+      const count = await countPrompt(strategy, client, req, signal);
+      if (count && this.entry.contextSize === null && this.learnedContext === null) {
+        this.learnedContext = count.contextSize ?? (strategy === "llama-server" ? await llamaServerContext(client, signal) : null);
+      }
+      return count;
+    });
     const window = this.contextSize;
     if (!counted || window === null) {
       return { promptTokens: counted?.count ?? 0, maxTokens: req.maxTokens ?? Number.MAX_SAFE_INTEGER, unsetBudget: req.maxTokens === null ? Number.MAX_SAFE_INTEGER : -1 };
@@ -103,8 +134,36 @@ export class UpstreamEngine implements Engine {
     return { promptTokens: counted.count, maxTokens: budget, unsetBudget: req.maxTokens === null ? budget : -1 };
   }
 
+  /**
+   * A client waiting for the whole answer (`buffered`) has nothing committed until the end, so the whole
+   * generation may be retried on another upstream; a streaming client is committed at its first delta, so only
+   * the steps before it (connect, headers, the first event) are.
+   */
   async *chat(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
-    const client = this.pick();
+    if (req.buffered) {
+      yield* await this.call(signal, async (client) => {
+        const deltas: ChatDelta[] = [];
+        for await (const delta of this.streamFrom(client, req, prepared, signal)) deltas.push(delta);
+        return deltas;
+      });
+      return;
+    }
+    const lease = await this.requirePool().acquire(signal, async (member) => {
+      const stream = this.streamFrom(member.client, req, prepared, signal);
+      return { stream, first: await stream.next() };
+    });
+    try {
+      const { stream, first } = lease.value;
+      if (first.done) return;
+      yield first.value;
+      yield* stream;
+    } finally {
+      lease.release();
+    }
+  }
+
+  /** One upstream call's deltas, ending with `done`; every failure is mapped (`UpstreamUnavailable` when retryable). */
+  private async *streamFrom(client: UpstreamClient, req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncGenerator<ChatDelta> {
     // Left unset upstream unless the client or the plan's cap set it: our count of the prompt may differ slightly.
     const budget = prepared.maxTokens === (prepared as UpstreamPreparedChat).unsetBudget ? null : prepared.maxTokens;
     const watchdog = new StallWatchdog(this.timeouts.firstByteMs, this.timeouts.idleMs, client.origin);
@@ -121,7 +180,7 @@ export class UpstreamEngine implements Engine {
           yield* reader.read(chunk);
         }
       } finally {
-        response.body.destroy();
+        if (!response.body.readableEnded) response.body.destroy();
       }
     } catch (err) {
       throw client.failure(err, callSignal, null);
@@ -139,9 +198,10 @@ export class UpstreamEngine implements Engine {
   }
 
   async embed(req: EmbedRequest, _prepared: PreparedEmbed, signal: AbortSignal): Promise<EmbedResult> {
-    const client = this.pick();
-    const answer = await client.json<unknown>({ ...embeddingsCall(this.protocol, client.target.model, req.inputs), signal, contextParam: "input" });
-    return readEmbeddings(answer, req.inputs.length, client.origin);
+    return this.call(signal, async (client) => {
+      const answer = await client.json<unknown>({ ...embeddingsCall(this.protocol, client.target.model, req.inputs), signal, contextParam: "input" });
+      return readEmbeddings(answer, req.inputs.length, client.origin);
+    });
   }
 
   prepareRerank(): PreparedRerank {
@@ -149,9 +209,10 @@ export class UpstreamEngine implements Engine {
   }
 
   async rerank(req: RerankRequest, _prepared: PreparedRerank, signal: AbortSignal): Promise<RerankResult> {
-    const client = this.pick();
-    const answer = await client.json<unknown>({ ...rerankCall(this.protocol, client.target.model, req), signal, contextParam: "documents" });
-    return readRerank(answer, req.documents.length, client.origin);
+    return this.call(signal, async (client) => {
+      const answer = await client.json<unknown>({ ...rerankCall(this.protocol, client.target.model, req), signal, contextParam: "documents" });
+      return readRerank(answer, req.documents.length, client.origin);
+    });
   }
 
   /** The file goes upstream as it came: nothing to decode here, and one slot (the upstream cuts windows itself). */
@@ -160,9 +221,10 @@ export class UpstreamEngine implements Engine {
   }
 
   async transcribe(req: TranscribeRequest, _prepared: PreparedTranscription, signal: AbortSignal): Promise<Transcript> {
-    const client = this.pick();
-    const answer = await client.json<unknown>({ path: "/audio/transcriptions", form: transcriptionForm(client.target.model, req), signal, contextParam: "file" });
-    return readTranscript(answer, req, client.origin);
+    return this.call(signal, async (client) => {
+      const answer = await client.json<unknown>({ path: "/audio/transcriptions", form: transcriptionForm(client.target.model, req), signal, contextParam: "file" });
+      return readTranscript(answer, req, client.origin);
+    });
   }
 }
 

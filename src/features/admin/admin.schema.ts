@@ -115,6 +115,16 @@ export const UsageList = Type.Object(
   { $id: "UsageList" },
 );
 
+export const UpstreamView = Type.Object({
+  url: Type.String(),
+  state: Type.Union([Type.Literal("healthy"), Type.Literal("ejected"), Type.Literal("probing")]),
+  inFlight: Type.Integer(),
+  maxInFlight: Type.Integer(),
+  weight: Type.Number(),
+  recentFailures: Type.Integer({ description: "Failed requests and health checks in the last minute" }),
+  latencyMs: Type.Union([Type.Number(), Type.Null()], { description: "Moving average of the time to an answer" }),
+});
+
 export const AdminModel = Type.Object(
   {
     id: Type.String(),
@@ -133,6 +143,7 @@ export const AdminModel = Type.Object(
     capabilities: Type.Array(Type.String()),
     sizeBytes: Type.Union([Type.Integer(), Type.Null()]),
     pullCommand: Type.Union([Type.String(), Type.Null()]),
+    upstreams: Type.Optional(Type.Array(UpstreamView, { description: "engine upstream: each upstream of the pool" })),
   },
   { $id: "AdminModel" },
 );

@@ -37,6 +37,7 @@ function view(runner: ModelRunner): Static<typeof AdminModel> {
     capabilities: entry.capabilities,
     sizeBytes: entry.path && runner.filesPresent() ? sizeOnDisk(entry.path) : null,
     pullCommand: runner.filesPresent() ? null : pullCommandFor(entry),
+    ...(stats.upstreams ? { upstreams: stats.upstreams } : {}),
   };
 }
 

@@ -63,7 +63,7 @@ function usageOf(prompt: number, completion: number) {
 
 /** §4.2 non-streaming: runs the generation to its end and returns the chat completion object. */
 export async function completeChat(ctx: AppContext, scope: RequestScope, body: ChatCompletionRequest): Promise<ChatCompletion> {
-  const { req } = toChatRequest(body, scope.auth.plan);
+  const req = { ...toChatRequest(body, scope.auth.plan).req, buffered: true };
   let created = 0;
   const acc = await runInference(ctx, scope, {
     model: body.model,

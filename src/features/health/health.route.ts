@@ -4,7 +4,10 @@ import { AppError } from "../../errors/app-error.ts";
 import { retryHeaders, toEnvelope } from "../../errors/envelope.ts";
 import { ErrorEnvelope } from "../../errors/error.schema.ts";
 
-const models = Type.Array(Type.Object({ id: Type.String(), state: Type.String() }));
+/** Upstream pools are listed with their upstreams' states but never decide readiness (see README, Scale out). */
+const models = Type.Array(
+  Type.Object({ id: Type.String(), state: Type.String(), upstreams: Type.Optional(Type.Array(Type.Object({ url: Type.String(), state: Type.String() }))) }),
+);
 /**
  * The shared services, reported but not deciding readiness: a node that lost its database still serves keys it has
  * seen, and taking every replica out of its load balancer at once would be the worse outage.
@@ -35,7 +38,9 @@ export default async function healthRoutes(app: FastifyInstance): Promise<void> 
     "/readyz",
     { schema: { operationId: "readyz", tags: ["health"], response: { 200: Ready, 503: NotReady } } },
     async (_request, reply) => {
-      const models = app.ctx.catalog.stats().map(({ id, state }) => ({ id, state }));
+      const models = app.ctx.catalog
+        .stats()
+        .map(({ id, state, upstreams }) => ({ id, state, ...(upstreams ? { upstreams: upstreams.map(({ url, state }) => ({ url, state })) } : {}) }));
       const store = app.keyStore.health.state;
       const redis = !app.ctx.config.redisUrl ? ("not_configured" as const) : app.limiterHealthy() ? ("ok" as const) : ("unreachable" as const);
       if (app.ctx.catalog.ready()) return { status: "ready" as const, models, store, redis };

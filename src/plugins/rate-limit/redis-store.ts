@@ -38,6 +38,9 @@ export class RedisStore implements RateLimitStore {
       maxRetriesPerRequest: 0,
       commandTimeout: 250,
       connectTimeout: 1000,
+      // No ready check: after a partition, a connection that TCP accepted but Redis never answers would hang in
+      // its ready check for seconds; without one, commands time out on it and it is replaced (`timed`, below).
+      enableReadyCheck: false,
       // Reconnect quickly, so limits come back within a second of Redis returning.
       retryStrategy: (attempt) => Math.min(50 * attempt, 250),
     });
@@ -50,15 +53,31 @@ export class RedisStore implements RateLimitStore {
   }
 
   async hit(bucket: string, limit: number, windowMs: number): Promise<HitResult> {
-    const [count, resetMs, allowed] = await (this.redis as unknown as { mgRateHit: HitCommand }).mgRateHit(`modelgate:rl:${bucket}:${windowMs}`, limit, windowMs);
+    const [count, resetMs, allowed] = await this.timed((this.redis as unknown as { mgRateHit: HitCommand }).mgRateHit(`modelgate:rl:${bucket}:${windowMs}`, limit, windowMs));
     return { count: Number(count), resetMs: Number(resetMs), allowed: Number(allowed) === 1 };
   }
 
   async peek(bucket: string, limit: number, windowMs: number): Promise<HitResult> {
     const key = `modelgate:rl:${bucket}:${windowMs}`;
-    const [[, count], [, ttl]] = (await this.redis.multi().get(key).pttl(key).exec()) as [[unknown, string | null], [unknown, number]];
+    const [[, count], [, ttl]] = (await this.timed(this.redis.multi().get(key).pttl(key).exec())) as [[unknown, string | null], [unknown, number]];
     const n = Number(count ?? 0);
     return { count: n, resetMs: ttl > 0 ? ttl : windowMs, allowed: n < limit };
+  }
+
+  async ping(): Promise<void> {
+    await this.timed(this.redis.ping());
+  }
+
+  /** A command that timed out means the connection may be dead while open (a partition): it is replaced. */
+  private async timed<T>(command: Promise<T>): Promise<T> {
+    try {
+      return await command;
+    } catch (err) {
+      // Destroyed, not ended: a graceful close would wait seconds for a peer that does not answer. ioredis then
+      // reconnects by its retryStrategy.
+      if (/timed out/i.test((err as Error).message)) this.redis.stream?.destroy();
+      throw err;
+    }
   }
 
   async close(): Promise<void> {

@@ -1,0 +1,113 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import path from "node:path";
+import { createKey } from "../test/helpers/keys.ts";
+import { testConfig } from "../test/helpers/config.ts";
+import { startLlamaServer } from "../test/helpers/llama-server.ts";
+import { spawnServer, tempDir } from "../test/helpers/server.ts";
+import { shapedModel } from "../test/helpers/shaped-model.ts";
+import { spread, type BenchRow } from "./bench-row.ts";
+
+/**
+ * The upstream engine's cost (issue 17). Every server and every load generator is its own process; the sides are
+ * alternated within each run, and each figure is the median of RUNS runs (min–max in the table).
+ *
+ * - Streaming passthrough: tokens/s of one client streaming from llama-server (SmolLM2-135M-shaped weights, so
+ *   per-token cost is realistic) straight, and through Modelgate.
+ * - Non-stream chat against a canned upstream (bench/peers/canned-upstream.mjs): added p50 latency (sequential
+ *   requests) straight vs through Modelgate vs through a minimal HTTPS→HTTP proxy (bench/peers/https-proxy.mjs),
+ *   and throughput with autocannon at 16 connections, Modelgate vs the proxy.
+ */
+const RUNS = 5;
+const root = path.resolve(import.meta.dirname, "..");
+const node = process.execPath;
+
+function run(args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(node, args, { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
+    child.stderr.setEncoding("utf8").on("data", (d: string) => (err += d));
+    child.once("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`${args.join(" ")} exited ${code}: ${err}`))));
+  });
+}
+
+function startPeer(script: string, args: string[] = []): Promise<{ child: ChildProcess; port: number }> {
+  const child = spawn(node, [path.join(import.meta.dirname, "peers", script), ...args], { stdio: ["ignore", "pipe", "inherit"] });
+  return new Promise((resolve) => {
+    child.stdout!.setEncoding("utf8").once("data", (d: string) => resolve({ child, port: Number(/listening (\d+)/.exec(d)![1]) }));
+  });
+}
+
+const client = (name: string) => path.join(import.meta.dirname, "clients", name);
+const autocannon = path.join(root, "node_modules/autocannon/autocannon.js");
+
+async function throughput(url: string, body: string, key?: string): Promise<number> {
+  const headers = ["-H", "content-type=application/json", ...(key ? ["-H", `authorization=Bearer ${key}`] : [])];
+  const out = await run([autocannon, "-c", "16", "-d", "5", "-m", "POST", ...headers, "-b", body, "-j", url]);
+  const result = JSON.parse(out) as { requests: { average: number }; non2xx: number; errors: number };
+  if (result.non2xx > 0 || result.errors > 0) throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+  return result.requests.average;
+}
+
+export default async function upstreamBench(): Promise<BenchRow[]> {
+  const dir = tempDir("bench-upstream-");
+  const llama = await startLlamaServer(shapedModel(), ["-c", "1024", "-np", "1", "-t", "1"]);
+  const canned = await startPeer("canned-upstream.mjs");
+  const raw = {
+    dataDir: dir,
+    plans: { bench: { rateLimit: { requests: 10_000_000, window: "1m" } } },
+    defaultPlan: "bench",
+    models: [
+      { id: "canned", engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `http://127.0.0.1:${canned.port}/v1`, model: "canned", maxInFlight: 256 }] },
+      { id: "shaped", engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `${llama.origin}/v1`, model: "shaped" }] },
+    ],
+  };
+  const gateway = await spawnServer(raw, dir);
+  const proxy = await startPeer("https-proxy.mjs", [path.join(dir, "tls/cert.pem"), path.join(dir, "tls/key.pem"), String(canned.port)]);
+  const ca = path.join(dir, "tls/cert.pem");
+  const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));
+  writeFileSync(path.join(dir, "key"), key);
+
+  const stream = { direct: [] as number[], gateway: [] as number[] };
+  const p50 = { direct: [] as number[], proxy: [] as number[], gateway: [] as number[] };
+  const rps = { proxy: [] as number[], gateway: [] as number[] };
+  const chatBody = JSON.stringify({ model: "canned", messages: [{ role: "user", content: "Hello" }] });
+  const directUrl = `http://127.0.0.1:${canned.port}/v1/chat/completions`;
+  const proxyUrl = `https://127.0.0.1:${proxy.port}/v1/chat/completions`;
+  const gatewayUrl = `${gateway.origin}/v1/chat/completions`;
+  try {
+    for (let i = 0; i < RUNS; i++) {
+      process.stderr.write(`  run ${i + 1}/${RUNS}\n`);
+      const sides = i % 2 === 0 ? (["direct", "gateway"] as const) : (["gateway", "direct"] as const);
+      for (const side of sides) {
+        const args = side === "direct" ? [`${llama.origin}/v1/chat/completions`, "shaped", "128", "2"] : [gatewayUrl, "shaped", "128", "2", key, ca];
+        stream[side].push((JSON.parse(await run([client("stream-client.mjs"), ...args])) as { tokensPerSecond: number }).tokensPerSecond);
+      }
+      const order = [["direct", directUrl, [] as string[]], ["proxy", proxyUrl, ["", ca]], ["gateway", gatewayUrl, [key, ca]]] as const;
+      for (const [side, url, extra] of i % 2 === 0 ? order : [...order].reverse()) {
+        p50[side].push((JSON.parse(await run([client("latency-client.mjs"), url, chatBody, "3", ...extra])) as { p50: number }).p50);
+      }
+      for (const side of i % 2 === 0 ? (["proxy", "gateway"] as const) : (["gateway", "proxy"] as const)) {
+        rps[side].push(await throughput(side === "proxy" ? proxyUrl : gatewayUrl, chatBody, side === "gateway" ? key : undefined));
+      }
+    }
+  } finally {
+    await gateway.stop();
+    proxy.child.kill();
+    canned.child.kill();
+    await llama.stop();
+  }
+  const added = (side: "gateway" | "proxy") => p50[side].map((v, i) => v - p50.direct[i]);
+  const s = spread(stream.gateway.map((g, i) => g / stream.direct[i]));
+  const gw = spread(added("gateway"));
+  const px = spread(added("proxy"));
+  const tp = spread(rps.gateway.map((g, i) => g / rps.proxy[i]));
+  return [
+    { item: "upstream: stream tok/s via Modelgate vs straight to llama-server", service: spread(stream.gateway).median, raw: spread(stream.direct).median, unit: "tok/s", ratio: s.median, range: [s.min, s.max], target: ">= 0.97" },
+    { item: "upstream: non-stream p50 added by Modelgate (ms, vs straight)", service: spread(p50.gateway).median, raw: spread(p50.direct).median, unit: "ms", ratio: gw.median, range: [gw.min, gw.max], target: "<= 1 ms" },
+    { item: "upstream: non-stream p50 added by a minimal HTTPS proxy (ms)", service: spread(p50.proxy).median, raw: spread(p50.direct).median, unit: "ms", ratio: px.median, range: [px.min, px.max], target: "(reference)" },
+    { item: "upstream: non-stream req/s via Modelgate vs minimal proxy (c=16)", service: spread(rps.gateway).median, raw: spread(rps.proxy).median, unit: "req/s", ratio: tp.median, range: [tp.min, tp.max], target: ">= 0.8" },
+  ];
+}

@@ -1,0 +1,158 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { ExponentialBackoff, type IBackoff } from "cockatiel";
+import type { PoolMember, MemberStats } from "./pool-member.ts";
+import { UpstreamUnavailable } from "./upstream-errors.ts";
+
+export type Routing = "least-outstanding" | "round-robin" | "weighted";
+
+export interface PoolOptions {
+  routing: Routing;
+  /** Attempts per request, the first included. */
+  attempts: number;
+  /** The most a request waits between attempts, in total. */
+  maxWaitMs: number;
+  healthIntervalMs: number;
+  /** Path of the health check, against the upstream's origin. */
+  healthPath: string;
+}
+
+/** An upstream held for one request: release it exactly once, when the request is over. */
+export interface PoolLease<T> {
+  value: T;
+  member: PoolMember;
+  release(): void;
+}
+
+/**
+ * A model's upstreams as one pool: routing (least outstanding requests per weight, weighted round robin, or round
+ * robin; never above an upstream's maxInFlight), passive and active health (PoolMember), and retries by the §7
+ * client rules: only `UpstreamUnavailable` (429, 5xx, network errors, timeouts) is retried, on another upstream
+ * at once when there is one, else on the same after an exponential backoff with jitter and at least its
+ * Retry-After, within `attempts` and `maxWaitMs`. 4xx answers are never retried, and a request is never retried
+ * once its establish step has succeeded (callers put everything before their first byte to the client there).
+ */
+export class UpstreamPool {
+  private next = 0;
+  private readonly current = new Map<PoolMember, number>();
+  private healthTimer: NodeJS.Timeout | null = null;
+
+  constructor(
+    readonly members: PoolMember[],
+    private readonly options: PoolOptions,
+  ) {}
+
+  startHealthChecks(): void {
+    if (this.healthTimer || this.options.healthIntervalMs <= 0) return;
+    this.healthTimer = setInterval(() => void this.checkAll(), this.options.healthIntervalMs);
+    this.healthTimer.unref();
+  }
+
+  stop(): void {
+    if (this.healthTimer) clearInterval(this.healthTimer);
+    this.healthTimer = null;
+  }
+
+  stats(): MemberStats[] {
+    return this.members.map((m) => m.stats());
+  }
+
+  /** Picks an upstream, runs `establish` on it, and retries elsewhere (or later) while the failure is retryable. */
+  async acquire<T>(signal: AbortSignal, establish: (member: PoolMember) => Promise<T>): Promise<PoolLease<T>> {
+    const tried = new Set<PoolMember>();
+    let backoff: IBackoff<unknown> = new ExponentialBackoff({ initialDelay: 100, maxDelay: this.options.maxWaitMs }).next();
+    let waited = 0;
+    let last: UpstreamUnavailable | null = null;
+    for (let attempt = 1; ; attempt++) {
+      signal.throwIfAborted();
+      let member = this.pick(tried);
+      if (!member && last) {
+        // Every upstream failed once: the same again, after the backoff and at least the upstream's Retry-After.
+        const wait = Math.max(backoff.duration, last.retryAfterMs ?? 0);
+        if (waited + wait > this.options.maxWaitMs) throw last;
+        await sleep(wait, undefined, { signal });
+        waited += wait;
+        backoff = backoff.next(undefined);
+        member = this.pick(new Set());
+      }
+      if (!member) throw last ?? this.noneAvailable();
+      member.inFlight++;
+      try {
+        const value = await member.attempt(() => establish(member));
+        let released = false;
+        return {
+          value,
+          member,
+          release: () => {
+            if (released) return;
+            released = true;
+            member.inFlight--;
+          },
+        };
+      } catch (err) {
+        member.inFlight--;
+        if (!(err instanceof UpstreamUnavailable) || signal.aborted) throw err;
+        last = err;
+        tried.add(member);
+        if (attempt >= this.options.attempts) throw err;
+      }
+    }
+  }
+
+  /** Every upstream is ejected or full: 503 with the shortest cooldown left. */
+  private noneAvailable(): UpstreamUnavailable {
+    const cooldowns = this.members.map((m) => m.cooldownLeft()).filter((ms) => ms > 0);
+    const retryAfter = cooldowns.length ? Math.min(...cooldowns) : 1000;
+    return new UpstreamUnavailable("Every upstream of this model is down, ejected or at its maxInFlight.", null, Math.max(1000, retryAfter));
+  }
+
+  private pick(exclude: Set<PoolMember>): PoolMember | null {
+    const candidates = this.members.filter((m) => !exclude.has(m) && m.available());
+    if (candidates.length === 0) return null;
+    switch (this.options.routing) {
+      case "round-robin":
+        return candidates[this.next++ % candidates.length];
+      case "weighted":
+        return this.smoothWeighted(candidates);
+      default: {
+        // Least outstanding per unit of weight; ties rotate so equal upstreams share the load.
+        const start = this.next++;
+        let best: PoolMember | null = null;
+        let bestLoad = Infinity;
+        for (let i = 0; i < candidates.length; i++) {
+          const m = candidates[(start + i) % candidates.length];
+          const load = (m.inFlight + 1) / m.options.weight;
+          if (load < bestLoad) [best, bestLoad] = [m, load];
+        }
+        return best;
+      }
+    }
+  }
+
+  /** Smooth weighted round robin: over any window, each upstream gets its share of weight, interleaved. */
+  private smoothWeighted(candidates: PoolMember[]): PoolMember {
+    const total = candidates.reduce((sum, m) => sum + m.options.weight, 0);
+    let best = candidates[0];
+    for (const m of candidates) {
+      const value = (this.current.get(m) ?? 0) + m.options.weight;
+      this.current.set(m, value);
+      if (value > (this.current.get(best) ?? 0)) best = m;
+    }
+    this.current.set(best, (this.current.get(best) ?? 0) - total);
+    return best;
+  }
+
+  private async checkAll(): Promise<void> {
+    const timeout = Math.min(this.options.healthIntervalMs, 5000);
+    await Promise.all(
+      this.members.map(async (m) => {
+        try {
+          const response = await m.client.send({ method: "GET", path: this.options.healthPath, root: true, signal: AbortSignal.timeout(timeout) });
+          await response.body.dump();
+          m.checked(true);
+        } catch {
+          m.checked(false);
+        }
+      }),
+    );
+  }
+}

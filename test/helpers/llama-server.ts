@@ -1,0 +1,66 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, readdirSync } from "node:fs";
+import { createServer } from "node:net";
+import { homedir } from "node:os";
+import path from "node:path";
+
+/**
+ * llama.cpp's own `llama-server`, built by ../shared/tools/peers/build-llama-server.sh from the llama.cpp source
+ * node-llama-cpp ships (.ci/run builds it when it is missing). Tests that use it fail without it: they never skip.
+ */
+export function llamaServerBinary(): string {
+  if (process.env.MODELGATE_LLAMA_SERVER) return process.env.MODELGATE_LLAMA_SERVER;
+  const cache = process.env.MODELGATE_PEER_CACHE ?? path.join(homedir(), ".cache/modelgate-peers");
+  const builds = existsSync(cache) ? readdirSync(cache).filter((d) => d.startsWith("llama-server-")) : [];
+  const binary = builds.map((d) => path.join(cache, d, "build/bin/llama-server")).find((b) => existsSync(b));
+  if (!binary) throw new Error(`llama-server is not built under ${cache}: run ../shared/tools/peers/build-llama-server.sh . (.ci/run does)`);
+  return binary;
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+export interface LlamaServer {
+  child: ChildProcess;
+  /** `http://127.0.0.1:PORT` */
+  origin: string;
+  stop(): Promise<void>;
+}
+
+/** Starts llama-server on a free loopback port and resolves once its /health says ok. */
+export async function startLlamaServer(model: string, args: string[] = []): Promise<LlamaServer> {
+  const port = await freePort();
+  const child = spawn(llamaServerBinary(), ["-m", model, "--host", "127.0.0.1", "--port", String(port), "--no-webui", ...args], { stdio: ["ignore", "ignore", "pipe"] });
+  let log = "";
+  child.stderr!.setEncoding("utf8").on("data", (d: string) => (log = (log + d).slice(-4000)));
+  const origin = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`llama-server exited with ${child.exitCode}:\n${log}`);
+    const ok = await fetch(`${origin}/health`).then((r) => r.ok, () => false);
+    if (ok) break;
+    if (Date.now() > deadline) {
+      child.kill("SIGKILL");
+      throw new Error(`llama-server did not become healthy:\n${log}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    child,
+    origin,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once("exit", () => resolve());
+        child.kill("SIGTERM");
+      }),
+  };
+}
