@@ -1,5 +1,6 @@
 // A fixed, fast OpenAI-style upstream for the gateway benchmarks: every chat request gets the same canned
-// completion, as JSON or (stream: true) as the chunks an OpenAI-style server sends. Prints its port.
+// completion, as JSON or (stream: true) as the chunks an OpenAI-style server sends. `node canned-upstream.mjs [PORT]`;
+// prints its port.
 import { createServer } from "node:http";
 
 const words = "Once upon a time there was a little girl who loved to play in the park with her dog".split(" ");
@@ -29,4 +30,4 @@ const server = createServer((req, res) => {
   });
 });
 server.keepAliveTimeout = 60_000;
-server.listen(0, "127.0.0.1", () => console.log(`listening ${server.address().port}`));
+server.listen(Number(process.argv[2] ?? 0), "127.0.0.1", () => console.log(`listening ${server.address().port}`));

@@ -1,0 +1,87 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import path from "node:path";
+import { createKey } from "../test/helpers/keys.ts";
+import { testConfig } from "../test/helpers/config.ts";
+import { spawnServer, tempDir } from "../test/helpers/server.ts";
+import { spread, type BenchRow } from "./bench-row.ts";
+
+/**
+ * Issue 18: what killing one of three upstreams mid-run costs. Modelgate (its own process) fronts a pool of three
+ * canned upstreams (bench/peers/canned-upstream.mjs, each its own process); autocannon (its own process) runs
+ * 8 s at 16 connections. In the "kill" runs one upstream gets SIGKILL 3 s in (and is restarted for the next run);
+ * "steady" runs kill nothing. The two kinds alternate; medians of RUNS each, min–max of the ratio.
+ */
+const RUNS = 5;
+const root = path.resolve(import.meta.dirname, "..");
+
+function startCanned(port = 0): Promise<{ child: ChildProcess; port: number }> {
+  const child = spawn(process.execPath, [path.join(import.meta.dirname, "peers/canned-upstream.mjs"), String(port)], { stdio: ["ignore", "pipe", "inherit"] });
+  return new Promise((resolve) => child.stdout!.setEncoding("utf8").once("data", (d: string) => resolve({ child, port: Number(/listening (\d+)/.exec(d)![1]) })));
+}
+
+interface Load {
+  rps: number;
+  p50: number;
+  p99: number;
+  failed: number;
+}
+
+function autocannon(url: string, key: string, body: string): { done: Promise<Load> } {
+  const child = spawn(process.execPath, [path.join(root, "node_modules/autocannon/autocannon.js"), "-c", "16", "-d", "8", "-m", "POST", "-H", "content-type=application/json", "-H", `authorization=Bearer ${key}`, "-b", body, "-j", url], { stdio: ["ignore", "pipe", "ignore"] });
+  let out = "";
+  child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
+  return {
+    done: new Promise((resolve) =>
+      child.once("exit", () => {
+        const r = JSON.parse(out) as { requests: { average: number }; latency: { p50: number; p99: number }; non2xx: number; errors: number };
+        resolve({ rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, failed: r.non2xx + r.errors });
+      }),
+    ),
+  };
+}
+
+export default async function poolBench(): Promise<BenchRow[]> {
+  const dir = tempDir("bench-pool-");
+  const upstreams = await Promise.all([startCanned(), startCanned(), startCanned()]);
+  const raw = {
+    dataDir: dir,
+    plans: { bench: { rateLimit: { requests: 10_000_000, window: "1m" } } },
+    defaultPlan: "bench",
+    models: [{ id: "pool", engine: "upstream", capabilities: ["chat"], upstreams: upstreams.map((u) => ({ url: `http://127.0.0.1:${u.port}/v1`, model: "canned" })), breaker: { cooldown: "2s" }, health: { interval: "1s" } }],
+  };
+  const gateway = await spawnServer(raw, dir);
+  const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));
+  const url = `${gateway.origin}/v1/chat/completions`;
+  const body = JSON.stringify({ model: "pool", messages: [{ role: "user", content: "Hello" }] });
+  const steady: Load[] = [];
+  const killed: Load[] = [];
+  try {
+    for (let i = 0; i < RUNS; i++) {
+      process.stderr.write(`  run ${i + 1}/${RUNS}\n`);
+      for (const kind of i % 2 === 0 ? ["steady", "kill"] : ["kill", "steady"]) {
+        const load = autocannon(url, key, body);
+        if (kind === "kill") {
+          await new Promise((r) => setTimeout(r, 3000));
+          upstreams[0].child.kill("SIGKILL");
+        }
+        const result = await load.done;
+        (kind === "kill" ? killed : steady).push(result);
+        if (kind === "kill") {
+          upstreams[0] = await startCanned(upstreams[0].port);
+          await new Promise((r) => setTimeout(r, 2500)); // its breaker cooldown and two health checks
+        }
+      }
+    }
+  } finally {
+    await gateway.stop();
+    for (const u of upstreams) u.child.kill();
+  }
+  const ratio = spread(killed.map((k, i) => k.rps / steady[i].rps));
+  const failed = killed.reduce((n, k) => n + k.failed, 0) + steady.reduce((n, k) => n + k.failed, 0);
+  return [
+    { item: "pool: req/s with 1 of 3 upstreams killed at 3 s of 8 s, vs none killed", service: spread(killed.map((k) => k.rps)).median, raw: spread(steady.map((k) => k.rps)).median, unit: "req/s", ratio: ratio.median, range: [ratio.min, ratio.max], target: "report" },
+    { item: "pool: p50 latency, killed vs steady (ms)", service: spread(killed.map((k) => k.p50)).median, raw: spread(steady.map((k) => k.p50)).median, unit: "ms", ratio: spread(killed.map((k) => k.p50)).median / spread(steady.map((k) => k.p50)).median, target: "report" },
+    { item: "pool: p99 latency, killed vs steady (ms)", service: spread(killed.map((k) => k.p99)).median, raw: spread(steady.map((k) => k.p99)).median, unit: "ms", ratio: spread(killed.map((k) => k.p99)).median / spread(steady.map((k) => k.p99)).median, target: "report" },
+    { item: "pool: failed requests over all runs (ratio = count)", service: failed, raw: 0, unit: "requests", ratio: failed, target: "0" },
+  ];
+}

@@ -1,0 +1,64 @@
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { after, before, test } from "node:test";
+import { testConfig } from "./helpers/config.ts";
+import { createKey, freshPostgres, redisTestUrl } from "./helpers/keys.ts";
+import { repoRoot, requester, spawnServer, tempDir, trustingFetch, type SpawnedServer } from "./helpers/server.ts";
+
+/**
+ * Three front replicas (separate processes) sharing PostgreSQL and Redis, in front of two upstreams (the fixed,
+ * canned OpenAI-style server of the benchmarks, bench/peers/canned-upstream.mjs). The limits stay exact whichever
+ * replica a request reaches.
+ */
+let replicas: SpawnedServer[] = [];
+let upstreams: { child: ChildProcess; port: number }[] = [];
+let dropDb: () => Promise<void>;
+let raw: Record<string, unknown>;
+const dir = tempDir("upstream-replicas-");
+
+function startCanned(): Promise<{ child: ChildProcess; port: number }> {
+  const child = spawn(process.execPath, [path.join(repoRoot, "bench/peers/canned-upstream.mjs")], { stdio: ["ignore", "pipe", "inherit"] });
+  return new Promise((resolve) => child.stdout!.setEncoding("utf8").once("data", (d: string) => resolve({ child, port: Number(/listening (\d+)/.exec(d)![1]) })));
+}
+
+before(async () => {
+  const db = await freshPostgres();
+  dropDb = db.drop;
+  upstreams = await Promise.all([startCanned(), startCanned()]);
+  raw = {
+    dataDir: dir,
+    logLevel: "warn",
+    database: { url: db.url },
+    redis: { url: redisTestUrl },
+    keySecret: `shared-secret-${randomBytes(8).toString("hex")}`,
+    plans: { fifty: { rateLimit: { requests: 50, window: "1m" } } },
+    defaultPlan: "fifty",
+    models: [{ id: "pool", engine: "upstream", capabilities: ["chat"], upstreams: upstreams.map((u) => ({ url: `http://127.0.0.1:${u.port}/v1`, model: "canned" })) }],
+  };
+  // One after the other: the first start writes the shared self-signed certificate into the data dir.
+  for (let i = 0; i < 3; i++) replicas.push(await spawnServer(raw, dir));
+});
+
+after(async () => {
+  await Promise.all(replicas.map((r) => r.stop()));
+  for (const u of upstreams) u.child.kill();
+  await dropDb?.();
+});
+
+test("three replicas sharing PostgreSQL and Redis in front of two upstreams: exactly the plan's 50 requests per window pass", async () => {
+  const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));
+  const { fetch } = trustingFetch(readFileSync(path.join(dir, "tls/cert.pem"), "utf8"));
+  const clients = replicas.map((r) => requester(fetch, r.origin));
+  const statuses = await Promise.all(
+    Array.from({ length: 120 }, async (_, i) => {
+      const res = await clients[i % 3].post("/v1/chat/completions", { model: "pool", messages: [{ role: "user", content: "Hi" }] }, { key });
+      await res.arrayBuffer();
+      return res.status;
+    }),
+  );
+  assert.equal(statuses.filter((s) => s === 200).length, 50);
+  assert.equal(statuses.filter((s) => s === 429).length, 70);
+});
