@@ -2,6 +2,7 @@ import type { AppConfig } from "./config/app-config.ts";
 import type { ModelCatalog } from "./catalog/model-catalog.ts";
 import type { Endpoint } from "./config/config.schema.ts";
 import type { OpenStreams } from "./http/sse.ts";
+import type { Metrics } from "./metrics/metrics.ts";
 
 /** One completed request's token counts, recorded per key, model and endpoint. */
 export interface UsageEvent {
@@ -26,6 +27,8 @@ export interface AppContext {
   usage: UsageSink;
   /** Streams with their response begun; a shutdown past its timeout ends them with an error event. */
   streams: OpenStreams;
+  /** The Prometheus metrics (GET /metrics). */
+  metrics: Metrics;
   /** Called on shutdown, in reverse order of registration. */
   onClose(fn: () => Promise<void> | void): void;
 }

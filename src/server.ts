@@ -23,6 +23,9 @@ import v1Scope from "./scopes/v1.scope.ts";
 import adminScope from "./scopes/admin.scope.ts";
 import publicScope from "./scopes/public.scope.ts";
 import fallbackScope from "./scopes/fallback.scope.ts";
+import metricsScope from "./scopes/metrics.scope.ts";
+import { Metrics } from "./metrics/metrics.ts";
+import { observabilityPlugin } from "./plugins/observability.ts";
 import "./http/fastify-types.ts";
 
 declare module "fastify" {
@@ -82,6 +85,8 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
             ...(typeof options.logger === "object" ? options.logger : {}),
           },
     genReqId: requestIdFor,
+    // One access-log line per request instead of Fastify's two (plugins/observability.ts).
+    disableRequestLogging: true,
     bodyLimit: 2 ** 32,
     forceCloseConnections: "idle",
     return503OnClosing: false,
@@ -89,14 +94,18 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const closers: (() => Promise<void> | void)[] = [];
+  // The metrics read the catalog's runners at scrape time; the runners report their events to the metrics.
+  let catalog: ModelCatalog | null = null;
+  const metrics = new Metrics(() => catalog, config.metricsPerAccount);
   const store = await openStore(config, app.log);
   closers.push(() => store.close());
   const usage = new UsageRecorder(store, app.log);
   closers.push(() => usage.close());
-  const catalog = new ModelCatalog(config.models, options.engines ?? builtInEngines(), app.log);
+  store.health.onUnreachable(() => metrics.storeErrors.inc({ store: "database" }));
+  catalog = new ModelCatalog(config.models, options.engines ?? builtInEngines(), app.log, metrics.runnerObserver);
   closers.push(() => catalog.unloadAll());
   const streams = new OpenStreams();
-  const ctx: AppContext = { config, catalog, usage, streams, onClose: (fn) => closers.push(fn) };
+  const ctx: AppContext = { config, catalog, usage, streams, metrics, onClose: (fn) => closers.push(fn) };
   app.decorate("ctx", ctx);
 
   const routeTable = new RouteTable();
@@ -104,16 +113,18 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   app.addHook("onRoute", (route) => routeTable.add(route.method, route.url, route.schema));
 
   await app.register(requestIdPlugin);
+  await app.register(observabilityPlugin, { metrics });
   await app.register(proxyPlugin, { trustProxy: config.server.trustProxy });
   await app.register(errorHandlerPlugin);
   await app.register(requestBodyGuardPlugin);
-  await app.register(rateLimitPlugin, { redisUrl: config.redisUrl, onError: config.redisOnError });
+  await app.register(rateLimitPlugin, { redisUrl: config.redisUrl, onError: config.redisOnError, onStoreError: () => metrics.storeErrors.inc({ store: "redis" }) });
   await app.register(authPlugin, { store });
   await app.register(revocationsPlugin, { redisUrl: config.redisUrl, store });
   await registerOpenApi(app);
   await app.register(v1Scope, { prefix: "/v1" });
   await app.register(adminScope, { prefix: "/admin/v1" });
   await app.register(publicScope);
+  await app.register(metricsScope);
   await app.register(fallbackScope);
 
   let closing: Promise<void> | null = null;

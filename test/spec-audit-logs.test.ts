@@ -64,6 +64,10 @@ test("issue 3.6 every log line of a request carries its x-request-id", async () 
   await res.arrayBuffer();
   await new Promise((r) => setTimeout(r, 200));
   const ofRequest = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => JSON.stringify(l).includes(id));
-  assert.ok(ofRequest.length >= 2, `request and response lines: ${ofRequest.length}`);
+  // Issue 19: one access-log line per request replaces Fastify's two (request, response).
+  const access = ofRequest.filter((l) => l.msg === "request");
+  assert.equal(access.length, 1, `one access line: ${JSON.stringify(ofRequest)}`);
+  assert.equal(access[0].status, 404);
+  assert.equal(access[0].code, "model_not_found");
   for (const l of ofRequest) assert.equal(l.reqId, id, JSON.stringify(l));
 });

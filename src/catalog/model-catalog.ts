@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from "fastify";
 import type { ModelEntry } from "../config/app-config.ts";
 import type { Engine, EngineSupport } from "../engines/engine.ts";
 import { AppError } from "../errors/app-error.ts";
-import { ModelRunner, type RunnerStats } from "../scheduler/model-runner.ts";
+import { ModelRunner, type RunnerObserver, type RunnerStats } from "../scheduler/model-runner.ts";
 import { missingFilesMessage } from "./model-files.ts";
 
 /** What the catalog needs of the engine registry: what an entry's engine can do, and how to build it. */
@@ -22,12 +22,13 @@ export class ModelCatalog {
     entries: ModelEntry[],
     private readonly engines: EngineBuilder,
     private readonly log: FastifyBaseLogger,
+    private readonly observer?: RunnerObserver,
   ) {
     for (const entry of entries) this.runners.set(entry.id, this.runnerFor(entry));
   }
 
   private runnerFor(entry: ModelEntry, create: (entry: ModelEntry) => Promise<Engine> = (e) => this.engines.create(e)): ModelRunner {
-    return new ModelRunner(entry, this.engines.support(entry), create, this.log);
+    return new ModelRunner(entry, this.engines.support(entry), create, this.log, this.observer);
   }
 
   list(): ModelRunner[] {
@@ -56,6 +57,11 @@ export class ModelCatalog {
   /** Ready means every eager model is loaded (a missing one keeps the node not ready: /readyz says which). */
   ready(): boolean {
     return this.list().every((r) => r.entry.load !== "eager" || r.state === "ready");
+  }
+
+  /** Upstream latencies per model and upstream since the last call (the metrics scrape takes them). */
+  takeUpstreamLatencies(): { model: string; upstream: string; seconds: number[] }[] {
+    return this.list().flatMap((r) => [...r.takeUpstreamLatencies()].map(([upstream, seconds]) => ({ model: r.entry.id, upstream, seconds })));
   }
 
   stats(): RunnerStats[] {

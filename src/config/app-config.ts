@@ -73,6 +73,9 @@ export interface AppConfig {
   dataDir: string;
   logLevel: string;
   adminToken: string | null;
+  /** GET /metrics: the scrapers' token (besides the admin token), and whether token counters carry the account. */
+  metricsToken: string | null;
+  metricsPerAccount: boolean;
   keySecret: string | null;
   databaseUrl: string | null;
   redisUrl: string | null;

@@ -127,6 +127,17 @@ export const Config = Type.Object(
     logLevel: Type.Optional(Type.Union(["fatal", "error", "warn", "info", "debug", "trace", "silent"].map((l) => Type.Literal(l)))),
     /** Token for /admin/v1; never accepted on /v1. Admin API is off when unset. */
     adminToken: Type.Optional(Type.String({ minLength: 16 })),
+    metrics: Type.Optional(
+      Type.Object(
+        {
+          /** A token for Prometheus scrapers: it opens GET /metrics and nothing else. */
+          token: Type.Optional(Type.String({ minLength: 16 })),
+          /** Label token counters by account (off: accounts are unbounded). */
+          perAccount: Type.Optional(Type.Boolean()),
+        },
+        { additionalProperties: false },
+      ),
+    ),
     /** HMAC secret for API key hashes; generated into <dataDir>/secret when unset. */
     keySecret: Type.Optional(Type.String({ minLength: 16 })),
     database: Type.Optional(Type.Object({ url: Type.Optional(Type.String()) }, { additionalProperties: false })),

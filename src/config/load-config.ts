@@ -238,6 +238,8 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
     dataDir,
     logLevel: input.logLevel ?? "info",
     adminToken: input.adminToken ?? null,
+    metricsToken: input.metrics?.token ?? null,
+    metricsPerAccount: input.metrics?.perAccount ?? false,
     keySecret: input.keySecret ?? null,
     databaseUrl: process.env.DATABASE_URL || input.database?.url || null,
     redisUrl: process.env.REDIS_URL || input.redis?.url || null,

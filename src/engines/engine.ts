@@ -180,6 +180,8 @@ export interface UpstreamStats {
   recentFailures: number;
   /** Moving average of the time to an answer (headers and first event), ms. */
   latencyMs: number | null;
+  /** Failed calls and health checks since start. */
+  failuresTotal: number;
 }
 
 /**
@@ -206,4 +208,6 @@ export interface Engine {
   transcribe?(req: TranscribeRequest, prepared: PreparedTranscription, signal: AbortSignal, slots: number): Promise<Transcript>;
   /** The upstreams behind the engine and their health, for engines that forward (diagnostics only). */
   upstreamStats?(): UpstreamStats[];
+  /** Times to an upstream's answer (seconds) since the last call, per upstream URL, for the latency histogram. */
+  takeUpstreamLatencies?(): Map<string, number[]>;
 }

@@ -8,6 +8,7 @@ import { isClientDisconnect } from "../errors/aborts.ts";
 import type { ChatRequest, EndpointCapability, Engine } from "../engines/engine.ts";
 import { requestSignal } from "../http/request-signal.ts";
 import type { Lease } from "../scheduler/model-runner.ts";
+import type { RequestOutcome } from "../plugins/observability.ts";
 
 /** What a route hands an inference service about its request. */
 export interface RequestScope {
@@ -18,13 +19,24 @@ export interface RequestScope {
   log: FastifyBaseLogger;
   /** The request's AbortSignal: the client disconnecting or the deadline (the model's requestTimeout) aborts it. */
   signalFor(deadlineMs: number): AbortSignal;
+  /** Milliseconds since the request arrived. */
+  elapsedMs(): number;
+  /** What the access log and metrics learn about the request (model, tokens, TTFT, error code). */
+  outcome: RequestOutcome | null;
 }
 
 /** The scope of an authenticated /v1 request (the auth hook has run). */
 export function requestScope(request: FastifyRequest, reply: FastifyReply): RequestScope {
   const endpoint = request.routeOptions.config.endpoint;
   if (!endpoint) throw new Error(`route ${request.routeOptions.url} declares no config.endpoint`);
-  return { auth: request.auth!, endpoint, log: request.log, signalFor: (deadlineMs) => requestSignal(request, reply, deadlineMs) };
+  return {
+    auth: request.auth!,
+    endpoint,
+    log: request.log,
+    signalFor: (deadlineMs) => requestSignal(request, reply, deadlineMs),
+    elapsedMs: () => reply.elapsedTime,
+    outcome: request.outcome,
+  };
 }
 
 export interface Inference<P, R> {
@@ -66,6 +78,8 @@ export async function runInference<P, R>(ctx: AppContext, scope: RequestScope, s
   const usage = spec.usage(result);
   if (usage) {
     ctx.usage.record({ keyId: scope.auth.keyId, accountId: scope.auth.accountId, model: spec.model, endpoint: scope.endpoint, ...usage });
+    ctx.metrics.tokens(spec.model, scope.auth.accountId, usage.promptTokens, usage.completionTokens);
+    if (scope.outcome) Object.assign(scope.outcome, { promptTokens: usage.promptTokens, completionTokens: usage.completionTokens });
   }
   return result;
 }
@@ -85,6 +99,7 @@ export async function prepareInference<P>(
 
 /** 404 → 403 → 400 (capabilities) → 400 (input limits), in the decisions.md order; returns the model's runner. */
 function checkRequest(ctx: AppContext, scope: RequestScope, spec: Pick<Inference<unknown, unknown>, "model" | "chat" | "input">) {
+  if (scope.outcome) scope.outcome.model = spec.model;
   const runner = ctx.catalog.get(spec.model);
   assertScope(scope.auth, scope.endpoint, spec.model, ctx.config.deployment);
   checkCapabilities(runner.entry, runner.support, scope.endpoint as EndpointCapability, spec.chat);

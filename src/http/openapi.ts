@@ -53,6 +53,7 @@ const components: TSchema[] = [
 function securityFor(url: string): Record<string, string[]>[] {
   if (url.startsWith("/v1/")) return [{ apiKey: [] }];
   if (url.startsWith("/admin/")) return [{ adminToken: [] }];
+  if (url === "/metrics") return [{ adminToken: [] }, { metricsToken: [] }];
   return [];
 }
 
@@ -84,6 +85,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         securitySchemes: {
           apiKey: { type: "http", scheme: "bearer", description: "Authorization: Bearer <API key>" },
           adminToken: { type: "http", scheme: "bearer", description: "Authorization: Bearer <adminToken> (or x-admin-token)" },
+          metricsToken: { type: "http", scheme: "bearer", description: "Authorization: Bearer <metrics.token>: GET /metrics only" },
         },
       },
     },

@@ -10,6 +10,7 @@ export const errorHandlerPlugin = fp(
   async (app) => {
     app.setErrorHandler(async (err, request, reply) => {
       const { appError, unexpected, disconnected } = toAppError(err);
+      if (request.outcome && !disconnected) request.outcome.errorCode = appError.code;
       if (disconnected) request.log.debug("client disconnected before the response");
       else if (unexpected) request.log.error({ err }, "unexpected error");
       else if (appError.status >= 500) request.log.warn({ code: appError.code, msg: appError.message }, "request failed");

@@ -35,8 +35,13 @@ declare module "fastify" {
  * refused request is answered 429 with Retry-After and is not counted.
  */
 export const rateLimitPlugin = fp(
-  async (app, opts: { redisUrl: string | null; onError: "open" | "closed" }) => {
-    const store: RateLimitStore = opts.redisUrl ? new ResilientStore(await RedisStore.connect(opts.redisUrl), opts.onError, app.log) : new MemoryStore();
+  async (app, opts: { redisUrl: string | null; onError: "open" | "closed"; onStoreError?: () => void }) => {
+    let store: RateLimitStore = new MemoryStore();
+    if (opts.redisUrl) {
+      const resilient = new ResilientStore(await RedisStore.connect(opts.redisUrl), opts.onError, app.log);
+      if (opts.onStoreError) resilient.onFailure(opts.onStoreError);
+      store = resilient;
+    }
     app.decorate("limiterHealthy", () => !(store instanceof ResilientStore) || store.healthy);
     app.ctx.onClose(() => store.close());
     const anonymous = app.ctx.config.anonymousRateLimit;

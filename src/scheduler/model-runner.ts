@@ -22,6 +22,13 @@ export interface RunnerStats {
   upstreams?: UpstreamStats[];
 }
 
+/** Scheduler events for metrics (src/metrics): queue waits, loads and unloads. */
+export interface RunnerObserver {
+  queueWait(model: string, seconds: number): void;
+  loaded(model: string, seconds: number, ok: boolean): void;
+  unloaded(model: string): void;
+}
+
 /** Slots of the model's `parallel` capacity held by one request; release exactly once when the work ends. */
 export interface Lease {
   engine: Engine;
@@ -77,6 +84,7 @@ export class ModelRunner {
     readonly support: EngineSupport,
     private readonly createEngine: (entry: ModelEntry) => Promise<Engine>,
     private readonly log: FastifyBaseLogger,
+    private readonly observer?: RunnerObserver,
   ) {
     this.queue = new FairQueue(entry.queueSize);
     this.#state = locateModelFiles(entry) ? "unloaded" : "missing";
@@ -113,6 +121,11 @@ export class ModelRunner {
     };
   }
 
+  /** Upstream latencies since the last call (engines that forward), for the metrics. */
+  takeUpstreamLatencies(): Map<string, number[]> {
+    return this.engine?.takeUpstreamLatencies?.() ?? new Map();
+  }
+
   /** The loaded engine, for diagnostics; services go through `execute`. */
   loadedEngine(): Engine | null {
     return this.#state === "ready" ? this.engine : null;
@@ -136,10 +149,12 @@ export class ModelRunner {
         this.#state = "ready";
         this.lastError = null;
         this.lastLoadMs = Date.now() - started;
+        this.observer?.loaded(this.entry.id, this.lastLoadMs / 1000, true);
         this.log.info({ model: this.entry.id, ms: this.lastLoadMs }, "model loaded");
         this.armIdleTimer();
       } catch (err) {
         this.#state = "failed";
+        this.observer?.loaded(this.entry.id, (Date.now() - started) / 1000, false);
         this.lastError = (err as Error).message;
         this.log.error({ model: this.entry.id, err }, "model failed to load");
       } finally {
@@ -157,7 +172,10 @@ export class ModelRunner {
     const engine = this.engine;
     this.engine = null;
     if (this.#state === "ready") this.#state = this.filesPresent() ? "unloaded" : "missing";
-    if (engine) await engine.unload();
+    if (engine) {
+      await engine.unload();
+      this.observer?.unloaded(this.entry.id);
+    }
   }
 
   /**
@@ -170,8 +188,10 @@ export class ModelRunner {
     const prepared = await this.prepareStage(() => job.prepare(engine, job.signal));
     job.signal.throwIfAborted();
     let lease: Lease;
+    const waitStarted = performance.now();
     try {
       lease = await this.admit(job.queueKey, job.signal, job.slots?.(prepared) ?? 1, job.onQueued);
+      this.observer?.queueWait(this.entry.id, (performance.now() - waitStarted) / 1000);
     } catch (err) {
       if (err instanceof DeadlineExceeded) throw this.noCapacityInTime();
       throw err;

@@ -36,6 +36,13 @@ export class StoreHealth {
     return this.downSince === null ? { state: "ok", since: null } : { state: "unreachable", since: new Date(this.downSince).toISOString() };
   }
 
+  /** Calls `listener` on each operation that failed because the database could not be reached (metrics). */
+  onUnreachable(listener: () => void): void {
+    this.breaker.onFailure(({ reason }) => {
+      if ("error" in reason && isStoreUnreachable(reason.error)) listener();
+    });
+  }
+
   run<T>(operation: () => Promise<T>): Promise<T> {
     return this.breaker.execute(operation);
   }

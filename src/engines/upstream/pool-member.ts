@@ -31,6 +31,9 @@ export class PoolMember {
   private checksPassed = 0;
   private latency: number | null = null;
   private failureTimes: number[] = [];
+  private failuresTotal = 0;
+  /** Latencies (seconds) not yet taken by the metrics; bounded so an unscraped node does not grow. */
+  private latencies: number[] = [];
 
   constructor(
     readonly client: UpstreamClient,
@@ -67,7 +70,9 @@ export class PoolMember {
     const started = Date.now();
     try {
       const value = await this.breaker.execute(fn);
-      this.latency = this.latency === null ? Date.now() - started : 0.8 * this.latency + 0.2 * (Date.now() - started);
+      const ms = Date.now() - started;
+      this.latency = this.latency === null ? ms : 0.8 * this.latency + 0.2 * ms;
+      if (this.latencies.length < 10_000) this.latencies.push(ms / 1000);
       return value;
     } catch (err) {
       if (err instanceof UpstreamUnavailable) this.noteFailure();
@@ -101,10 +106,18 @@ export class PoolMember {
       weight: this.options.weight,
       recentFailures: this.failureTimes.length,
       latencyMs: this.latency === null ? null : Math.round(this.latency * 10) / 10,
+      failuresTotal: this.failuresTotal,
     };
   }
 
+  takeLatencies(): number[] {
+    const taken = this.latencies;
+    this.latencies = [];
+    return taken;
+  }
+
   private noteFailure(): void {
+    this.failuresTotal++;
     this.failureTimes.push(Date.now());
     if (this.failureTimes.length > 1000) this.failureTimes.shift();
   }

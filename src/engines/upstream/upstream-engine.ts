@@ -105,6 +105,10 @@ export class UpstreamEngine implements Engine {
     return this.pool?.stats() ?? [];
   }
 
+  takeUpstreamLatencies(): Map<string, number[]> {
+    return new Map((this.pool?.members ?? []).map((m) => [m.client.target.url, m.takeLatencies()]));
+  }
+
   private requirePool(): UpstreamPool {
     if (!this.pool) throw new UpstreamUnavailable(`The model '${this.entry.id}' has no upstream loaded.`, null, 1000);
     return this.pool;

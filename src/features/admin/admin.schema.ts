@@ -123,6 +123,7 @@ export const UpstreamView = Type.Object({
   weight: Type.Number(),
   recentFailures: Type.Integer({ description: "Failed requests and health checks in the last minute" }),
   latencyMs: Type.Union([Type.Number(), Type.Null()], { description: "Moving average of the time to an answer" }),
+  failuresTotal: Type.Integer({ description: "Failed requests and health checks since start" }),
 });
 
 export const AdminModel = Type.Object(

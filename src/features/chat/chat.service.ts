@@ -9,6 +9,7 @@ import { runInference, type RequestScope } from "../inference.ts";
 import type { ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, WireToolCall } from "./chat.schema.ts";
 import { toChatRequest } from "./chat.shape.ts";
 import { StreamBatcher } from "./stream-batcher.ts";
+import { GenerationTimer } from "./generation-timer.ts";
 
 /** The engine templates and tokenizes (context_length_exceeded here); the plan's output cap bounds an omitted max_tokens. */
 async function prepareChat(engine: Engine, req: ChatRequest, plan: Plan, signal: AbortSignal): Promise<PreparedChat> {
@@ -73,8 +74,13 @@ export async function completeChat(ctx: AppContext, scope: RequestScope, body: C
     run: async (engine, prepared, signal) => {
       created = Math.floor(Date.now() / 1000);
       const acc = new Accumulator();
+      const timer = new GenerationTimer(ctx.metrics, body.model, scope);
       try {
-        for await (const delta of engine.chat!(req, prepared, signal)) acc.add(delta);
+        for await (const delta of engine.chat!(req, prepared, signal)) {
+          if (delta.type !== "done") timer.piece();
+          acc.add(delta);
+        }
+        timer.finish(acc.completionTokens);
       } catch (err) {
         // A deadline that cuts generation returns what was produced, as if max_tokens had been reached.
         if (!(err instanceof DeadlineExceeded)) throw err;
@@ -131,7 +137,9 @@ export async function streamChat(ctx: AppContext, scope: RequestScope, body: Cha
     ...(includeUsage ? { usage: null } : {}),
   });
   const failStream = (err: unknown) => {
-    const { appError, unexpected } = toAppError(err);
+    const { appError, unexpected, disconnected } = toAppError(err);
+    // A client that left has no error code: nobody was answered one.
+    if (scope.outcome && !disconnected) scope.outcome.errorCode = appError.code;
     if (isClientDisconnect(err)) scope.log.debug("client disconnected during the stream");
     else if (unexpected) scope.log.error({ err }, "chat stream failed after the response was committed");
     sse.fail(appError);
@@ -139,6 +147,7 @@ export async function streamChat(ctx: AppContext, scope: RequestScope, body: Cha
 
   const run = async (engine: Engine, prepared: PreparedChat, signal: AbortSignal) => {
     const acc = new Accumulator();
+    const timer = new GenerationTimer(ctx.metrics, body.model, scope);
     let started = false;
     const batcher = new StreamBatcher((delta) => {
       if (delta.type === "content") sse.send(chunk({ content: delta.text }, null, delta.logprobs ?? []));
@@ -158,6 +167,7 @@ export async function streamChat(ctx: AppContext, scope: RequestScope, body: Cha
       for await (const delta of engine.chat!(req, prepared, signal)) {
         acc.add(delta);
         if (delta.type === "done") break;
+        timer.piece();
         if (!started) {
           started = true;
           sse.send(chunk({ role: "assistant", content: "" }, null));
@@ -169,6 +179,7 @@ export async function streamChat(ctx: AppContext, scope: RequestScope, body: Cha
         sse.send(chunk({ role: "assistant", content: "" }, null));
       }
       finish(acc.finishReason ?? "stop");
+      timer.finish(acc.completionTokens);
     } catch (err) {
       if (err instanceof DeadlineExceeded && started) {
         acc.promptTokens = prepared.promptTokens;

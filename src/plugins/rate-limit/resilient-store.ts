@@ -54,6 +54,11 @@ export class ResilientStore implements RateLimitStore {
     return this.guarded(() => this.shared.peek(bucket, limit, windowMs), () => this.fallback.peek(bucket, limit, windowMs));
   }
 
+  /** Calls `listener` on each failed call to the shared store (metrics). */
+  onFailure(listener: () => void): void {
+    this.breaker.onFailure(() => listener());
+  }
+
   private async guarded(shared: () => Promise<HitResult>, local: () => HitResult | Promise<HitResult>): Promise<HitResult> {
     try {
       if (this.breaker.state !== CircuitState.Closed) throw new Error("the circuit is open");

@@ -1,0 +1,129 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { RunnerStats } from "../scheduler/model-runner.ts";
+
+/** Seconds: from 5 ms to 10 min, for request durations and queue waits. */
+const durationBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+/** Seconds: time to first token, 1 ms to 1 min. */
+const ttftBuckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+/** Seconds between two streamed tokens, 0.1 ms to 2.5 s. */
+const itlBuckets = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+/** Tokens per second of one generation. */
+const rateBuckets = [1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000];
+/** What the metrics read at scrape time: the catalog. */
+export interface MetricsSource {
+  stats(): RunnerStats[];
+  takeUpstreamLatencies(): { model: string; upstream: string; seconds: number[] }[];
+}
+
+const loadStates = ["missing", "unloaded", "loading", "ready", "failed"] as const;
+const upstreamStates = ["healthy", "ejected", "probing"] as const;
+
+/**
+ * Every Prometheus metric the node exports, in its own registry (prom-client's default metrics included). Label
+ * sets are bounded: endpoint, model, status, code, plan, outcome, upstream URL; never key or request ids, and the
+ * account only with `metrics.perAccount`. Scheduler and upstream gauges are read from the catalog at scrape time.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  readonly requests: Counter<"endpoint" | "model" | "status" | "code">;
+  readonly requestDuration: Histogram<"endpoint" | "model">;
+  readonly ttft: Histogram<"model">;
+  readonly interToken: Histogram<"model">;
+  readonly promptTokens: Counter<"model" | "account">;
+  readonly completionTokens: Counter<"model" | "account">;
+  readonly generationRate: Histogram<"model">;
+  readonly queueWait: Histogram<"model">;
+  readonly loads: Counter<"model" | "outcome">;
+  readonly unloads: Counter<"model">;
+  readonly loadDuration: Histogram<"model">;
+  readonly rateLimit: Counter<"plan" | "outcome">;
+  readonly anonymousLimit: Counter<"outcome">;
+  readonly tooLarge: Counter<"endpoint">;
+  readonly storeErrors: Counter<"store">;
+  readonly upstreamLatency: Histogram<"model" | "upstream">;
+  readonly upstreamFailures: Counter<"model" | "upstream">;
+
+  constructor(source: () => MetricsSource | null, readonly perAccount = false) {
+    const runners = () => source()?.stats() ?? [];
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry, prefix: "modelgate_" });
+    this.requests = new Counter({ name: "modelgate_requests_total", help: "Requests answered, by endpoint, model, status and §7 error code", labelNames: ["endpoint", "model", "status", "code"], registers });
+    this.requestDuration = new Histogram({ name: "modelgate_request_duration_seconds", help: "Time from request to the last byte of the answer", labelNames: ["endpoint", "model"], buckets: durationBuckets, registers });
+    this.ttft = new Histogram({ name: "modelgate_time_to_first_token_seconds", help: "Time from request to the first generated token", labelNames: ["model"], buckets: ttftBuckets, registers });
+    this.interToken = new Histogram({ name: "modelgate_inter_token_latency_seconds", help: "Time between two streamed tokens", labelNames: ["model"], buckets: itlBuckets, registers });
+    const tokenLabels = perAccount ? (["model", "account"] as const) : (["model"] as const);
+    this.promptTokens = new Counter({ name: "modelgate_prompt_tokens_total", help: "Prompt tokens processed", labelNames: [...tokenLabels], registers });
+    this.completionTokens = new Counter({ name: "modelgate_completion_tokens_total", help: "Completion tokens generated", labelNames: [...tokenLabels], registers });
+    this.generationRate = new Histogram({ name: "modelgate_generation_tokens_per_second", help: "Completion tokens per second of one generation, after its first token", labelNames: ["model"], buckets: rateBuckets, registers });
+    this.queueWait = new Histogram({ name: "modelgate_queue_wait_seconds", help: "Time a request waited for a slot", labelNames: ["model"], buckets: durationBuckets, registers });
+    this.loads = new Counter({ name: "modelgate_model_loads_total", help: "Model loads, by outcome", labelNames: ["model", "outcome"], registers });
+    this.unloads = new Counter({ name: "modelgate_model_unloads_total", help: "Model unloads", labelNames: ["model"], registers });
+    this.loadDuration = new Histogram({ name: "modelgate_model_load_duration_seconds", help: "Time to load a model", labelNames: ["model"], buckets: [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300], registers });
+    this.rateLimit = new Counter({ name: "modelgate_rate_limit_decisions_total", help: "Rate-limit decisions for keys, by plan and outcome (allowed, limited)", labelNames: ["plan", "outcome"], registers });
+    this.anonymousLimit = new Counter({ name: "modelgate_anonymous_limit_decisions_total", help: "Anonymous-limiter decisions (requests without a valid key), by outcome", labelNames: ["outcome"], registers });
+    this.tooLarge = new Counter({ name: "modelgate_request_too_large_total", help: "Requests refused with 413", labelNames: ["endpoint"], registers });
+    this.storeErrors = new Counter({ name: "modelgate_store_errors_total", help: "Failed calls to the shared stores (database, redis)", labelNames: ["store"], registers });
+    this.upstreamLatency = new Histogram({
+      name: "modelgate_upstream_latency_seconds",
+      help: "Time to an upstream's answer (headers and first event)",
+      labelNames: ["model", "upstream"],
+      buckets: durationBuckets,
+      registers,
+      collect() {
+        for (const { model, upstream, seconds } of source()?.takeUpstreamLatencies() ?? []) for (const s of seconds) this.observe({ model, upstream }, s);
+      },
+    });
+    this.upstreamFailures = new Counter({
+      name: "modelgate_upstream_failures_total",
+      help: "Failed upstream calls and health checks",
+      labelNames: ["model", "upstream"],
+      registers,
+      // The pool counts; this mirrors its totals at scrape time (they only grow).
+      collect() {
+        this.reset();
+        for (const s of runners()) for (const u of s.upstreams ?? []) this.inc({ model: s.id, upstream: u.url }, u.failuresTotal);
+      },
+    });
+
+    const gauge = (name: string, help: string, labelNames: string[], fill: (g: Gauge<string>, stats: RunnerStats[]) => void) =>
+      new Gauge({
+        name,
+        help,
+        labelNames,
+        registers,
+        collect() {
+          this.reset();
+          fill(this, runners());
+        },
+      });
+    gauge("modelgate_queue_depth", "Requests waiting for a slot", ["model"], (g, all) => all.forEach((s) => g.set({ model: s.id }, s.queueDepth)));
+    gauge("modelgate_slots_active", "Slots in use", ["model"], (g, all) => all.forEach((s) => g.set({ model: s.id }, s.active)));
+    gauge("modelgate_slots_total", "Slots of the model (its parallel)", ["model"], (g, all) => all.forEach((s) => g.set({ model: s.id }, s.parallel)));
+    gauge("modelgate_model_state", "1 for the model's load state, 0 for the others", ["model", "state"], (g, all) =>
+      all.forEach((s) => loadStates.forEach((state) => g.set({ model: s.id, state }, s.state === state ? 1 : 0))),
+    );
+    gauge("modelgate_upstream_in_flight", "Requests in flight to an upstream", ["model", "upstream"], (g, all) =>
+      all.forEach((s) => s.upstreams?.forEach((u) => g.set({ model: s.id, upstream: u.url }, u.inFlight))),
+    );
+    gauge("modelgate_upstream_state", "1 for the upstream's state, 0 for the others", ["model", "upstream", "state"], (g, all) =>
+      all.forEach((s) => s.upstreams?.forEach((u) => upstreamStates.forEach((state) => g.set({ model: s.id, upstream: u.url, state }, u.state === state ? 1 : 0)))),
+    );
+  }
+
+  /** The scheduler's events, as the catalog's runners report them. */
+  readonly runnerObserver = {
+    queueWait: (model: string, seconds: number) => this.queueWait.observe({ model }, seconds),
+    loaded: (model: string, seconds: number, ok: boolean) => {
+      this.loads.inc({ model, outcome: ok ? "ok" : "failed" });
+      if (ok) this.loadDuration.observe({ model }, seconds);
+    },
+    unloaded: (model: string) => this.unloads.inc({ model }),
+  };
+
+  /** Token counters, with the account label only when configured. */
+  tokens(model: string, account: string, prompt: number, completion: number): void {
+    const labels = this.perAccount ? { model, account } : { model };
+    if (prompt > 0) this.promptTokens.inc(labels, prompt);
+    if (completion > 0) this.completionTokens.inc(labels, completion);
+  }
+}

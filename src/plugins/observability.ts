@@ -1,0 +1,90 @@
+import type { FastifyRequest } from "fastify";
+import fp from "fastify-plugin";
+import type { Metrics } from "../metrics/metrics.ts";
+
+/** What a request's handlers learn about it, for its access-log line and its metrics. */
+export interface RequestOutcome {
+  model: string | null;
+  promptTokens: number | null;
+  completionTokens: number | null;
+  /** Milliseconds from the request to the first generated token (chat). */
+  ttftMs: number | null;
+  /** The §7 code of an error answer (or of a stream's error event). */
+  errorCode: string | null;
+  /** Set once the request's line and metrics are written (a response that ends and aborts is counted once). */
+  recorded: boolean;
+  /** performance.now() at the request's arrival. */
+  started: number;
+}
+
+declare module "fastify" {
+  interface FastifyRequest {
+    outcome: RequestOutcome;
+  }
+}
+
+/** nginx's status for a client that closed the connection before its answer ended. */
+const clientClosed = 499;
+
+/** The route the request matched, or a fixed word: never the raw URL (its query string may hold a key). */
+function routeOf(url: string | undefined, status: number): string {
+  return url ?? (status === 404 ? "(unknown)" : "(none)");
+}
+
+/**
+ * One access-log line per request (replacing Fastify's two) and the request-level metrics, both written when the
+ * response is done. The line carries ids, route, status, error code, key id and display prefix (never the key),
+ * account, model, endpoint, tokens, TTFT, duration, bytes and client address.
+ */
+export const observabilityPlugin = fp(
+  async (app, opts: { metrics: Metrics }) => {
+    const { metrics } = opts;
+    app.decorateRequest("outcome", null as unknown as RequestOutcome);
+    app.addHook("onRequest", async (request, reply) => {
+      request.outcome = { model: null, promptTokens: null, completionTokens: null, ttftMs: null, errorCode: null, recorded: false, started: performance.now() };
+      // A client that leaves before its answer ends (a stream cut short) gets no onResponse: its line says 499,
+      // nginx's "client closed request".
+      reply.raw.once("close", () => {
+        if (!reply.raw.writableFinished) record(request, clientClosed, undefined);
+      });
+    });
+    app.addHook("onResponse", async (request, reply) => record(request, reply.statusCode, reply.getHeader("content-length")));
+
+    function record(request: FastifyRequest, status: number, length: unknown): void {
+      const outcome = request.outcome;
+      if (!outcome || outcome.recorded) return;
+      outcome.recorded = true;
+      const ms = performance.now() - outcome.started;
+      const endpoint = request.routeOptions.config?.endpoint ?? request.routeOptions.url ?? "(none)";
+      const model = outcome.model ?? "";
+      const code = outcome.errorCode ?? (status >= 400 && status !== clientClosed ? "unknown" : "");
+      metrics.requests.inc({ endpoint, model, status: String(status), code });
+      metrics.requestDuration.observe({ endpoint, model }, ms / 1000);
+      if (status === 413) metrics.tooLarge.inc({ endpoint });
+      const auth = request.auth;
+      if (auth) metrics.rateLimit.inc({ plan: auth.plan.name, outcome: code === "rate_limit_exceeded" ? "limited" : "allowed" });
+      else if (request.routeOptions.url?.startsWith("/v1") || status === 401) {
+        metrics.anonymousLimit.inc({ outcome: code === "rate_limit_exceeded" ? "limited" : "allowed" });
+      }
+      request.log.info(
+        {
+          method: request.method,
+          route: routeOf(request.routeOptions.url, status),
+          status,
+          ...(code ? { code } : {}),
+          ...(auth ? { keyId: auth.keyId, keyPrefix: auth.keyPrefix, account: auth.accountId } : {}),
+          ...(outcome.model ? { model: outcome.model } : {}),
+          ...(request.routeOptions.config?.endpoint ? { endpoint: request.routeOptions.config.endpoint } : {}),
+          ...(outcome.promptTokens !== null ? { promptTokens: outcome.promptTokens, completionTokens: outcome.completionTokens } : {}),
+          ...(outcome.ttftMs !== null ? { ttftMs: Math.round(outcome.ttftMs * 10) / 10 } : {}),
+          ms: Math.round(ms * 10) / 10,
+          bytesIn: Number(request.headers["content-length"] ?? 0) || 0,
+          ...(length !== undefined ? { bytesOut: Number(length) } : {}),
+          client: request.ip,
+        },
+        "request",
+      );
+    }
+  },
+  { name: "observability" },
+);
