@@ -26,6 +26,7 @@ import fallbackScope from "./scopes/fallback.scope.ts";
 import metricsScope from "./scopes/metrics.scope.ts";
 import { Metrics } from "./metrics/metrics.ts";
 import { observabilityPlugin } from "./plugins/observability.ts";
+import { startTracing } from "./telemetry/tracing.ts";
 import "./http/fastify-types.ts";
 
 declare module "fastify" {
@@ -97,6 +98,8 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   // The metrics read the catalog's runners at scrape time; the runners report their events to the metrics.
   let catalog: ModelCatalog | null = null;
   const metrics = new Metrics(() => catalog, config.metricsPerAccount);
+  const tracing = await startTracing();
+  if (tracing) closers.push(() => tracing.flush());
   const store = await openStore(config, app.log);
   closers.push(() => store.close());
   const usage = new UsageRecorder(store, app.log);
@@ -113,7 +116,7 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   app.addHook("onRoute", (route) => routeTable.add(route.method, route.url, route.schema));
 
   await app.register(requestIdPlugin);
-  await app.register(observabilityPlugin, { metrics });
+  if (config.observability) await app.register(observabilityPlugin, { metrics });
   await app.register(proxyPlugin, { trustProxy: config.server.trustProxy });
   await app.register(errorHandlerPlugin);
   await app.register(requestBodyGuardPlugin);
@@ -124,7 +127,7 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   await app.register(v1Scope, { prefix: "/v1" });
   await app.register(adminScope, { prefix: "/admin/v1" });
   await app.register(publicScope);
-  await app.register(metricsScope);
+  if (config.observability) await app.register(metricsScope);
   await app.register(fallbackScope);
 
   let closing: Promise<void> | null = null;

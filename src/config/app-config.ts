@@ -76,6 +76,8 @@ export interface AppConfig {
   /** GET /metrics: the scrapers' token (besides the admin token), and whether token counters carry the account. */
   metricsToken: string | null;
   metricsPerAccount: boolean;
+  /** Metrics and the access log on (default) or off. */
+  observability: boolean;
   keySecret: string | null;
   databaseUrl: string | null;
   redisUrl: string | null;

@@ -130,6 +130,8 @@ export const Config = Type.Object(
     metrics: Type.Optional(
       Type.Object(
         {
+          /** false turns off GET /metrics and the access log (they are on by default). */
+          enabled: Type.Optional(Type.Boolean()),
           /** A token for Prometheus scrapers: it opens GET /metrics and nothing else. */
           token: Type.Optional(Type.String({ minLength: 16 })),
           /** Label token counters by account (off: accounts are unbounded). */

@@ -240,6 +240,7 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
     adminToken: input.adminToken ?? null,
     metricsToken: input.metrics?.token ?? null,
     metricsPerAccount: input.metrics?.perAccount ?? false,
+    observability: input.metrics?.enabled ?? true,
     keySecret: input.keySecret ?? null,
     databaseUrl: process.env.DATABASE_URL || input.database?.url || null,
     redisUrl: process.env.REDIS_URL || input.redis?.url || null,

@@ -9,6 +9,8 @@ import type { ChatRequest, EndpointCapability, Engine } from "../engines/engine.
 import { requestSignal } from "../http/request-signal.ts";
 import type { Lease } from "../scheduler/model-runner.ts";
 import type { RequestOutcome } from "../plugins/observability.ts";
+import { currentContext, incomingContext, inSpan, SpanKind, startSpan } from "../telemetry/spans.ts";
+import type { Span } from "@opentelemetry/api";
 
 /** What a route hands an inference service about its request. */
 export interface RequestScope {
@@ -23,6 +25,8 @@ export interface RequestScope {
   elapsedMs(): number;
   /** What the access log and metrics learn about the request (model, tokens, TTFT, error code). */
   outcome: RequestOutcome | null;
+  /** The request's headers, for a client's W3C trace context (`traceparent`). */
+  headers: Record<string, string | string[] | undefined>;
 }
 
 /** The scope of an authenticated /v1 request (the auth hook has run). */
@@ -36,6 +40,7 @@ export function requestScope(request: FastifyRequest, reply: FastifyReply): Requ
     signalFor: (deadlineMs) => requestSignal(request, reply, deadlineMs),
     elapsedMs: () => reply.elapsedTime,
     outcome: request.outcome,
+    headers: request.headers,
   };
 }
 
@@ -60,28 +65,57 @@ export interface Inference<P, R> {
  * context_length_exceeded) → admit (503) → run → release, and the usage is recorded for the key.
  */
 export async function runInference<P, R>(ctx: AppContext, scope: RequestScope, spec: Inference<P, R>): Promise<R> {
-  const runner = checkRequest(ctx, scope, spec);
-  const signal = scope.signalFor(runner.entry.requestTimeoutMs);
-  let result: R;
-  try {
-    result = await runner.execute({
-      queueKey: scope.auth.keyId,
-      signal,
-      prepare: spec.prepare,
-      slots: spec.slots,
-      onQueued: spec.onQueued,
-      run: (engine, prepared, lease) => spec.run(engine, prepared, signal, lease),
-    });
-  } finally {
-    if (signal.aborted && isClientDisconnect(signal.reason)) scope.log.debug({ model: spec.model }, "client disconnected; the request was stopped");
-  }
-  const usage = spec.usage(result);
-  if (usage) {
-    ctx.usage.record({ keyId: scope.auth.keyId, accountId: scope.auth.accountId, model: spec.model, endpoint: scope.endpoint, ...usage });
-    ctx.metrics.tokens(spec.model, scope.auth.accountId, usage.promptTokens, usage.completionTokens);
-    if (scope.outcome) Object.assign(scope.outcome, { promptTokens: usage.promptTokens, completionTokens: usage.completionTokens });
-  }
-  return result;
+  const operation = operationNames[scope.endpoint] ?? scope.endpoint;
+  const attributes = { "gen_ai.operation.name": operation, "gen_ai.request.model": spec.model, ...chatAttributes(spec.chat) };
+  return inSpan(`${operation} ${spec.model}`, attributes, async (span) => {
+    const runner = checkRequest(ctx, scope, spec);
+    const signal = scope.signalFor(runner.entry.requestTimeoutMs);
+    const requestContext = currentContext();
+    let waiting: Span | null = null;
+    let result: R;
+    try {
+      result = await runner.execute({
+        queueKey: scope.auth.keyId,
+        signal,
+        prepare: (engine, prepareSignal) =>
+          inSpan("prepare", {}, async () => {
+            const prepared = await spec.prepare(engine, prepareSignal);
+            waiting = startSpan("queue wait", {}, requestContext);
+            return prepared;
+          }),
+        slots: spec.slots,
+        onQueued: spec.onQueued,
+        run: (engine, prepared, lease) => {
+          (waiting as Span | null)?.end();
+          return inSpan("generation", {}, () => spec.run(engine, prepared, signal, lease));
+        },
+      });
+    } finally {
+      (waiting as Span | null)?.end();
+      if (signal.aborted && isClientDisconnect(signal.reason)) scope.log.debug({ model: spec.model }, "client disconnected; the request was stopped");
+    }
+    const usage = spec.usage(result);
+    if (usage) {
+      span.setAttributes({ "gen_ai.usage.input_tokens": usage.promptTokens, "gen_ai.usage.output_tokens": usage.completionTokens });
+      ctx.usage.record({ keyId: scope.auth.keyId, accountId: scope.auth.accountId, model: spec.model, endpoint: scope.endpoint, ...usage });
+      ctx.metrics.tokens(spec.model, scope.auth.accountId, usage.promptTokens, usage.completionTokens);
+      if (scope.outcome) Object.assign(scope.outcome, { promptTokens: usage.promptTokens, completionTokens: usage.completionTokens });
+    }
+    return result;
+  }, SpanKind.SERVER, incomingContext(scope.headers));
+}
+
+/** `gen_ai.operation.name` per endpoint: the GenAI conventions' names where they have one. */
+const operationNames: Partial<Record<Endpoint, string>> = { chat: "chat", embeddings: "embeddings", rerank: "rerank", transcriptions: "transcription" };
+
+function chatAttributes(chat: ChatRequest | undefined): Record<string, number> {
+  if (!chat) return {};
+  return {
+    ...(chat.maxTokens !== null ? { "gen_ai.request.max_tokens": chat.maxTokens } : {}),
+    ...(chat.temperature !== null ? { "gen_ai.request.temperature": chat.temperature } : {}),
+    ...(chat.topP !== null ? { "gen_ai.request.top_p": chat.topP } : {}),
+    ...(chat.seed !== null ? { "gen_ai.request.seed": chat.seed } : {}),
+  };
 }
 
 /**

@@ -15,6 +15,8 @@ export interface RequestOutcome {
   recorded: boolean;
   /** performance.now() at the request's arrival. */
   started: number;
+  /** The connection's bytes written before this response (keep-alive connections carry several). */
+  writtenBefore: number;
 }
 
 declare module "fastify" {
@@ -41,16 +43,25 @@ export const observabilityPlugin = fp(
     const { metrics } = opts;
     app.decorateRequest("outcome", null as unknown as RequestOutcome);
     app.addHook("onRequest", async (request, reply) => {
-      request.outcome = { model: null, promptTokens: null, completionTokens: null, ttftMs: null, errorCode: null, recorded: false, started: performance.now() };
+      request.outcome = {
+        model: null,
+        promptTokens: null,
+        completionTokens: null,
+        ttftMs: null,
+        errorCode: null,
+        recorded: false,
+        started: performance.now(),
+        writtenBefore: request.raw.socket?.bytesWritten ?? 0,
+      };
       // A client that leaves before its answer ends (a stream cut short) gets no onResponse: its line says 499,
       // nginx's "client closed request".
       reply.raw.once("close", () => {
-        if (!reply.raw.writableFinished) record(request, clientClosed, undefined);
+        if (!reply.raw.writableFinished) record(request, clientClosed);
       });
     });
-    app.addHook("onResponse", async (request, reply) => record(request, reply.statusCode, reply.getHeader("content-length")));
+    app.addHook("onResponse", async (request, reply) => record(request, reply.statusCode));
 
-    function record(request: FastifyRequest, status: number, length: unknown): void {
+    function record(request: FastifyRequest, status: number): void {
       const outcome = request.outcome;
       if (!outcome || outcome.recorded) return;
       outcome.recorded = true;
@@ -79,7 +90,8 @@ export const observabilityPlugin = fp(
           ...(outcome.ttftMs !== null ? { ttftMs: Math.round(outcome.ttftMs * 10) / 10 } : {}),
           ms: Math.round(ms * 10) / 10,
           bytesIn: Number(request.headers["content-length"] ?? 0) || 0,
-          ...(length !== undefined ? { bytesOut: Number(length) } : {}),
+          // What the connection carried for this response, headers included (streams have no content-length).
+          bytesOut: (request.raw.socket?.bytesWritten ?? 0) - outcome.writtenBefore,
           client: request.ip,
         },
         "request",

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { errors, FormData, Pool, type Dispatcher } from "undici";
 import { isAppError } from "../../errors/app-error.ts";
+import { injectTraceContext, inSpan, SpanKind } from "../../telemetry/spans.ts";
 import { mapUpstreamError, UpstreamConfigError, UpstreamUnavailable } from "./upstream-errors.ts";
 
 export interface UpstreamTimeouts {
@@ -29,6 +30,8 @@ export interface UpstreamCall {
   signal: AbortSignal;
   /** A streamed answer: the caller bounds its silences (StallWatchdog) instead of the pool's idle timeout. */
   streaming?: boolean;
+  /** A health check: not traced (it would add a root span per upstream every interval). */
+  healthCheck?: boolean;
   /** The §7 param an upstream context-window error is reported on. */
   contextParam?: string;
 }
@@ -80,12 +83,19 @@ export class UpstreamClient {
   }
 
   /** Sends one request; resolves with a 2xx response whose body the caller must consume, or throws a mapped error. */
-  async send(call: UpstreamCall): Promise<UpstreamResponse> {
+  send(call: UpstreamCall): Promise<UpstreamResponse> {
+    if (call.healthCheck) return this.sendNow(call);
+    const attributes = { "server.address": this.origin, "http.request.method": call.method ?? "POST", "gen_ai.request.model": this.target.model };
+    return inSpan(`upstream ${call.method ?? "POST"} ${call.path}`, attributes, () => this.sendNow(call), SpanKind.CLIENT);
+  }
+
+  private async sendNow(call: UpstreamCall): Promise<UpstreamResponse> {
     const total = AbortSignal.timeout(this.timeouts.totalMs);
     const signal = AbortSignal.any([call.signal, total]);
     const headers: Record<string, string> = { accept: call.form ? "application/json" : "application/json, text/event-stream" };
     if (this.target.apiKey) headers.authorization = `Bearer ${this.target.apiKey}`;
     if (call.json !== undefined) headers["content-type"] = "application/json";
+    injectTraceContext(headers);
     let response: Dispatcher.ResponseData;
     try {
       response = await this.pool.request({

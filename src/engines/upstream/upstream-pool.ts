@@ -146,7 +146,7 @@ export class UpstreamPool {
     await Promise.all(
       this.members.map(async (m) => {
         try {
-          const response = await m.client.send({ method: "GET", path: this.options.healthPath, root: true, signal: AbortSignal.timeout(timeout) });
+          const response = await m.client.send({ method: "GET", path: this.options.healthPath, root: true, signal: AbortSignal.timeout(timeout), healthCheck: true });
           await response.body.dump();
           m.checked(true);
         } catch {
