@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance } from "fastify";
+import Fastify, { LogController, type FastifyInstance } from "fastify";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import type { AppConfig } from "./config/app-config.ts";
 import type { AppContext } from "./app-context.ts";
@@ -87,7 +87,7 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
           },
     genReqId: requestIdFor,
     // One access-log line per request instead of Fastify's two (plugins/observability.ts).
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: 2 ** 32,
     forceCloseConnections: "idle",
     return503OnClosing: false,

@@ -5,7 +5,10 @@ import { list, options, str, table, usageError, withStore } from "./store-suppor
 const usage = `usage:
   modelgate accounts create NAME [--plan P] [--allow-ip CIDR,...] [--contact EMAIL,...] [--json]
   modelgate accounts update NAME|ID [--plan P] [--allow-ip CIDR,...|--clear-allow-ip] [--contact EMAIL,...] [--rename NEW] [--json]
-  modelgate accounts list [--json]`;
+  modelgate accounts list [--json]
+
+example:
+  modelgate accounts create acme --plan default --allow-ip 10.0.0.0/8`;
 
 function shape(a: AccountView) {
   return { id: a.id, name: a.name, plan: a.plan, allowIps: a.allowIps };
@@ -19,6 +22,7 @@ function describe(a: AccountView): string {
 export const accountsCommand: Command = {
   name: "accounts",
   summary: "Create, update and list accounts",
+  usage,
   async run(args: string[], ctx: CliContext): Promise<CommandResult> {
     const [sub, ...rest] = args;
     switch (sub) {

@@ -33,5 +33,7 @@ export class CliError extends Error {
 export interface Command {
   name: string;
   summary: string;
+  /** `modelgate <command> --help`: its subcommands, options and an example. */
+  usage: string;
   run(args: string[], ctx: CliContext): Promise<CommandResult>;
 }

@@ -7,7 +7,10 @@ const usage = `usage:
   modelgate keys create --account NAME|ID [--name N] [--models p1,p2] [--endpoints chat,embeddings,transcriptions,rerank,models] [--deployment D] [--json]
   modelgate keys list [--account NAME|ID] [--json]
   modelgate keys rotate ID [--json]     a second key with the same account, scopes and deployment; the old one stays active
-  modelgate keys revoke ID [--json]     permanent`;
+  modelgate keys revoke ID [--json]     permanent
+
+example:
+  modelgate keys create --account acme --name ci --endpoints chat,embeddings`;
 
 function created(k: CreatedKey, verb: string): CommandResult {
   return {
@@ -24,6 +27,7 @@ function one(positionals: string[], what: string): string {
 export const keysCommand: Command = {
   name: "keys",
   summary: "Create, list, rotate and revoke API keys",
+  usage,
   async run(args: string[], ctx: CliContext): Promise<CommandResult> {
     const [sub, ...rest] = args;
     switch (sub) {

@@ -1,3 +1,5 @@
+import { readFileSync } from "node:fs";
+import path from "node:path";
 import { loadConfig, ConfigError } from "../config/load-config.ts";
 import { builtInEngines } from "../engines/registry.ts";
 import { takeGlobalFlags } from "./args.ts";
@@ -22,11 +24,23 @@ commands:
   usage [--account A]                    show recorded usage
   models list                            show configured models and their local state
   pull [<ref>] [--dtype D]               download models from the Hugging Face hub
+  help [<command>]                       this text, or a command's options and an example
 
 global options:
-  --config FILE     YAML or JSON config (default: built-in defaults)
-  --data-dir DIR    data directory (wins over the config's dataDir; default ./data)
-  --json            machine-readable output`;
+  --config FILE     YAML or JSON config (default: MODELGATE_CONFIG, else built-in defaults)
+  --data-dir DIR    data directory (wins over MODELGATE_DATA_DIR and the config's dataDir; default ./data)
+  --json            machine-readable output
+  --version         print the version
+  --help            help (after a command: that command's)
+
+example:
+  modelgate serve --config modelgate.yaml`;
+
+/** The package's version, from its package.json (one level above src/ and dist/). */
+function version(): string {
+  const file = path.join(import.meta.dirname, "../../package.json");
+  return (JSON.parse(readFileSync(file, "utf8")) as { version: string }).version;
+}
 
 function errorCode(err: unknown): string {
   if (err instanceof CliError) return err.code;
@@ -42,14 +56,25 @@ export async function main(argv: string[]): Promise<number> {
   try {
     const flags = takeGlobalFlags(argv);
     json = flags.json;
-    const [name, ...args] = flags.rest;
-    if (!name || flags.help) {
+    const [first, ...more] = flags.rest;
+    if (flags.version) {
+      out(json ? JSON.stringify({ version: version() }) : `modelgate ${version()}`);
+      return 0;
+    }
+    // `modelgate help keys` is `modelgate keys --help`.
+    const helpRequested = flags.help || first === "help";
+    const [name, ...args] = first === "help" ? more : [first, ...more];
+    if (!name) {
       out(usage);
-      return name || flags.help ? 0 : 2;
+      return helpRequested ? 0 : 2;
     }
     const load = Object.hasOwn(commands, name) ? commands[name] : undefined;
     if (!load) throw new CliError("unknown_command", `unknown command "${name}"\n\n${usage}`);
-    const config = loadConfig(flags.config, builtInEngines(), { dataDir: flags.dataDir ?? undefined });
+    if (helpRequested) {
+      out((await load()).usage);
+      return 0;
+    }
+    const config = loadConfig(flags.config ?? (process.env.MODELGATE_CONFIG || null), builtInEngines(), { dataDir: flags.dataDir ?? undefined });
     const ctx: CliContext = { config, json, out, err, isTTY: Boolean(process.stderr.isTTY) };
     const command = await load();
     const result = await command.run(args, ctx);

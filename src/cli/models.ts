@@ -7,7 +7,13 @@ const usage = `usage: modelgate models list [--server URL] [--json]
   Shows each configured model: engine, state, size on disk, capabilities, source; for an upstream model, each
   upstream's state (healthy, ejected, probing), requests in flight, failures in the last minute and latency.
   State is present/missing on disk; when a server runs (the configured address, or --server) and the config has
-  an adminToken, it is the server's: loaded, loading, present (not loaded), missing or failed.`;
+  an adminToken, it is the server's: loaded, loading, present (not loaded), missing or failed.
+
+options:
+  --server URL   ask this server instead of the configured address
+
+example:
+  modelgate models list --config modelgate.yaml`;
 
 /** The server's runner state in the words of `models list`. */
 function serverState(state: string): string {
@@ -63,6 +69,7 @@ async function list(ctx: CliContext, server: string | null): Promise<CommandResu
 export const modelsCommand: Command = {
   name: "models",
   summary: "List configured models with their local state and size",
+  usage,
   async run(args: string[], ctx: CliContext): Promise<CommandResult> {
     const [sub, ...rest] = args;
     if (sub === "list" || sub === undefined) {

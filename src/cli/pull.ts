@@ -9,7 +9,13 @@ import { CliError, type CliContext, type Command, type CommandResult } from "./c
 
 const usage = `usage: modelgate pull [<hf:org/repo[:file|:QUANT]> | <model id>]... [--dtype fp32|fp16|q8|q4|...]
   With no argument, pulls every configured hub model whose files are missing.
-  HF_TOKEN authenticates (gated or private repos); HF_ENDPOINT points at another hub or a mirror.`;
+  HF_TOKEN authenticates (gated or private repos); HF_ENDPOINT points at another hub or a mirror.
+
+options:
+  --dtype D   the file variant of an ONNX layout to fetch (default: the model entry's dtype, else q8)
+
+example:
+  modelgate pull hf:HuggingFaceTB/SmolLM2-135M-Instruct-GGUF:Q4_K_M`;
 
 function toCliError(err: unknown, what: string): CliError {
   if (err instanceof CliError) return err;
@@ -55,6 +61,7 @@ function parseArgs(args: string[]): { refs: string[]; dtype: string | null } {
 export const pullCommand: Command = {
   name: "pull",
   summary: "Download models from the Hugging Face hub into <dataDir>/models",
+  usage,
   async run(args: string[], ctx: CliContext): Promise<CommandResult> {
     const { refs, dtype } = parseArgs(args);
     const client = new HubClient(hubOptionsFromEnv());

@@ -1,4 +1,7 @@
+import { existsSync } from "node:fs";
+import path from "node:path";
 import pino from "pino";
+import type { Store } from "../store/store.ts";
 import { buildServer } from "../server.ts";
 import { loadConfig } from "../config/load-config.ts";
 import { parseOptions } from "./args.ts";
@@ -6,6 +9,26 @@ import type { CliContext, Command, CommandResult } from "./command.ts";
 import type { AppConfig } from "../config/app-config.ts";
 import { pullCommandFor } from "../catalog/model-files.ts";
 import { builtInEngines } from "../engines/registry.ts";
+
+/** `modelgate` when it is on the PATH (a global install), else `npx modelgate` (run from the project folder). */
+function cliName(env: NodeJS.ProcessEnv = process.env): string {
+  const onPath = (env.PATH ?? "").split(path.delimiter).some((dir) => dir && existsSync(path.join(dir, "modelgate")));
+  return onPath ? "modelgate" : "npx modelgate";
+}
+
+/** On a store with no accounts yet: the two commands that create the first account and key. */
+async function firstStartHints(store: Store, config: AppConfig): Promise<string[]> {
+  const hasAccounts = await store.accounts.any().catch(() => true);
+  if (hasAccounts) return [];
+  // The same config and data dir as this server, so the commands write to its store.
+  const where = `${config.configFile ? ` --config ${config.configFile}` : ""} --data-dir ${config.dataDir}`;
+  const cli = `${cliName()}${where}`;
+  return [
+    "no accounts yet: create the first account and an API key (in another terminal, from this folder):",
+    `  ${cli} accounts create my-team`,
+    `  ${cli} keys create --account my-team`,
+  ];
+}
 
 function urlHost(host: string): string {
   return host.includes(":") ? `[${host}]` : host;
@@ -23,10 +46,22 @@ function describeModels(config: AppConfig, stats: { id: string; state: string; e
   });
 }
 
+const usage = `usage: modelgate serve [--host H] [--port P] [--pull] [--config FILE] [--data-dir DIR] [--json]
+  Starts the HTTPS API and runs until SIGTERM or SIGINT; SIGHUP reloads the models from the config file.
+
+options:
+  --host H   address to bind (default: server.host, 127.0.0.1)
+  --port P   port (default: server.port, 8443; 0 picks a free one)
+  --pull     pull missing hub models before loading them
+
+example:
+  modelgate serve --config modelgate.yaml --host 0.0.0.0`;
+
 /** `modelgate serve`: binds HTTPS, loads eager models, prints `listening https://H:P`, runs until SIGTERM. */
 export const serveCommand: Command = {
   name: "serve",
   summary: "start the HTTPS API",
+  usage,
   async run(args: string[], cli: CliContext): Promise<CommandResult> {
     const { options } = parseOptions(args, { host: "string", port: "string", pull: "boolean" });
     const overrides = {
@@ -42,6 +77,7 @@ export const serveCommand: Command = {
     if (server.tls.generated) log(`generated a self-signed certificate: ${server.tls.certPath}`);
     log(`tls certificate ${server.tls.certPath} sha256 ${server.tls.fingerprint}`);
     log(`trust it with: NODE_EXTRA_CA_CERTS=${server.tls.certPath}`);
+    for (const line of await firstStartHints(server.app.keyStore, config)) log(line);
     const port = await server.listen();
     if (options.pull || config.pull === "auto") {
       const { pullMissingModels } = await import("../catalog/pull/pull-missing.ts");

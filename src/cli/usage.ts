@@ -3,11 +3,15 @@ import { findAccount } from "../keys/lifecycle.ts";
 import { options, str, table, withStore } from "./store-support.ts";
 
 const usage = `usage: modelgate usage [--account NAME|ID] [--json]
-  Requests, prompt tokens and completion tokens per account, key, model and endpoint (all time).`;
+  Requests, prompt tokens and completion tokens per account, key, model and endpoint (all time).
+
+example:
+  modelgate usage --account acme --json`;
 
 export const usageCommand: Command = {
   name: "usage",
   summary: "Show recorded usage per key, model and endpoint",
+  usage,
   async run(args: string[], ctx: CliContext): Promise<CommandResult> {
     if (args[0] === "--help" || args[0] === "-h") throw new CliError("usage", usage);
     const { options: o, positionals } = options(args, { account: "string" }, usage);

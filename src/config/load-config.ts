@@ -10,6 +10,7 @@ import { isHubRef, localPathForHubRef, parseHubRef } from "./hub-ref.ts";
 import { defaultCatalog } from "./default-catalog.ts";
 import { parseCidr } from "./cidr.ts";
 import { interpolateEnv } from "./env-interpolation.ts";
+import { applyEnvironment } from "./env-settings.ts";
 
 export class ConfigError extends Error {
   constructor(message: string) {
@@ -257,9 +258,12 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
   };
 }
 
-/** Reads a YAML or JSON config file (or none, for the embedded defaults), fills in `${ENV}` values and validates it. */
-export function loadConfig(file: string | null | undefined, engines: EngineKinds, overrides: ConfigOverrides = {}): AppConfig {
-  if (!file) return buildConfig({}, null, engines, overrides);
+/**
+ * Reads a YAML or JSON config file (or none, for the embedded defaults), fills in `${ENV}` values, lays the
+ * MODELGATE_* variables over it and validates it. `overrides` (the command-line flags) win over all of these.
+ */
+export function loadConfig(file: string | null | undefined, engines: EngineKinds, overrides: ConfigOverrides = {}, env: NodeJS.ProcessEnv = process.env): AppConfig {
+  if (!file) return buildConfig(applyEnvironment({}, env), null, engines, overrides);
   let text: string;
   try {
     text = readFileSync(file, "utf8");
@@ -267,5 +271,5 @@ export function loadConfig(file: string | null | undefined, engines: EngineKinds
     throw new ConfigError(`cannot read config ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
   const missing = (name: string, where: string) => new ConfigError(`${file}: environment variable ${name} is not set (used at ${where})`);
-  return buildConfig(interpolateEnv(parseText(text, file), process.env, missing), file, engines, overrides);
+  return buildConfig(applyEnvironment(interpolateEnv(parseText(text, file), env, missing), env), file, engines, overrides);
 }

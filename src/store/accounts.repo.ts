@@ -51,6 +51,10 @@ export class AccountsRepo {
     return row ? toAccount(row) : null;
   }
 
+  async any(): Promise<boolean> {
+    return (await this.db.selectFrom("accounts").select("id").limit(1).executeTakeFirst()) !== undefined;
+  }
+
   async list(): Promise<Account[]> {
     const rows = await this.db.selectFrom("accounts").selectAll().orderBy("created_at").orderBy("name").execute();
     return rows.map(toAccount);
