@@ -100,6 +100,7 @@ test("after real traffic every counter and histogram moved by the right amount, 
   const before = await scrape();
   const at = (name: string, labels: Record<string, string>) => value(before, name, labels);
 
+  assert.equal((await chat("no-such-model-a1b2c3")).status, 404);
   const plain = (await (await chat("stories")).json()) as { usage: { prompt_tokens: number; completion_tokens: number } };
   const streamed = await readSse(await chat("stories", { stream: true, stream_options: { include_usage: true } }));
   const streamUsage = streamed.events.at(-1).usage as { prompt_tokens: number; completion_tokens: number };
@@ -157,7 +158,10 @@ test("after real traffic every counter and histogram moved by the right amount, 
   assert.ok(after.families.has("modelgate_nodejs_eventloop_lag_p99_seconds"), "prom-client's default metrics, event-loop lag included");
   for (const family of after.families.values()) {
     for (const m of family.metrics) {
-      for (const v of Object.values(m.labels ?? {})) assert.ok(!v.includes(keyId) && !v.startsWith("req_"), `no key or request ids in labels: ${family.name} ${v}`);
+      for (const v of Object.values(m.labels ?? {})) {
+        assert.ok(!v.includes(keyId) && !v.startsWith("req_"), `no key or request ids in labels: ${family.name} ${v}`);
+        assert.ok(!v.includes("no-such-model"), `a client's unknown model name is no label: ${family.name} ${v}`);
+      }
     }
   }
 });

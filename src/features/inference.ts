@@ -133,8 +133,9 @@ export async function prepareInference<P>(
 
 /** 404 → 403 → 400 (capabilities) → 400 (input limits), in the decisions.md order; returns the model's runner. */
 function checkRequest(ctx: AppContext, scope: RequestScope, spec: Pick<Inference<unknown, unknown>, "model" | "chat" | "input">) {
-  if (scope.outcome) scope.outcome.model = spec.model;
   const runner = ctx.catalog.get(spec.model);
+  // Only a configured model becomes a label: a client's unknown model name would make the series unbounded.
+  if (scope.outcome) scope.outcome.model = spec.model;
   assertScope(scope.auth, scope.endpoint, spec.model, ctx.config.deployment);
   checkCapabilities(runner.entry, runner.support, scope.endpoint as EndpointCapability, spec.chat);
   checkInputLimits(runner.entry, spec.input);

@@ -1,5 +1,6 @@
 import type { FastifyRequest } from "fastify";
 import fp from "fastify-plugin";
+import type { Counter, Histogram } from "prom-client";
 import type { Metrics } from "../metrics/metrics.ts";
 
 /** What a request's handlers learn about it, for its access-log line and its metrics. */
@@ -41,6 +42,17 @@ function routeOf(url: string | undefined, status: number): string {
 export const observabilityPlugin = fp(
   async (app, opts: { metrics: Metrics }) => {
     const { metrics } = opts;
+    // The per-request series, looked up once per label set (prom-client hashes the label object on every call).
+    const requestSeries = new Map<string, { count: Counter.Internal; duration: Histogram.Internal<"endpoint" | "model"> }>();
+    const series = (endpoint: string, model: string, status: string, code: string) => {
+      const key = `${endpoint}\u0000${model}\u0000${status}\u0000${code}`;
+      let found = requestSeries.get(key);
+      if (!found) {
+        found = { count: metrics.requests.labels({ endpoint, model, status, code }), duration: metrics.requestDuration.labels({ endpoint, model }) };
+        requestSeries.set(key, found);
+      }
+      return found;
+    };
     app.decorateRequest("outcome", null as unknown as RequestOutcome);
     app.addHook("onRequest", async (request, reply) => {
       request.outcome = {
@@ -69,8 +81,9 @@ export const observabilityPlugin = fp(
       const endpoint = request.routeOptions.config?.endpoint ?? request.routeOptions.url ?? "(none)";
       const model = outcome.model ?? "";
       const code = outcome.errorCode ?? (status >= 400 && status !== clientClosed ? "unknown" : "");
-      metrics.requests.inc({ endpoint, model, status: String(status), code });
-      metrics.requestDuration.observe({ endpoint, model }, ms / 1000);
+      const { count, duration } = series(endpoint, model, String(status), code);
+      count.inc();
+      duration.observe(ms / 1000);
       if (status === 413) metrics.tooLarge.inc({ endpoint });
       const auth = request.auth;
       if (auth) metrics.rateLimit.inc({ plan: auth.plan.name, outcome: code === "rate_limit_exceeded" ? "limited" : "allowed" });
