@@ -70,8 +70,17 @@ export const serveCommand: Command = {
       port: options.port === undefined ? undefined : Number(options.port),
     };
     const config = { ...cli.config, server: { ...cli.config.server, host: overrides.host ?? cli.config.server.host, port: overrides.port ?? cli.config.server.port } };
-    // Logs go to stderr so stdout carries only the lines a person or script waits for.
-    const server = await buildServer(config, { logger: { stream: pino.destination(2) } });
+    // Logs go to stderr so stdout carries only the lines a person or script waits for, buffered (a write per
+    // line would be a syscall per request for the access log) and flushed at exit.
+    const destination = pino.destination({ dest: 2, sync: false });
+    process.once("exit", () => {
+      try {
+        destination.flushSync();
+      } catch {
+        // nothing buffered, or stderr already gone
+      }
+    });
+    const server = await buildServer(config, { logger: { stream: destination } });
     const log = (text: string) => (cli.json ? undefined : cli.out(text));
 
     if (server.tls.generated) log(`generated a self-signed certificate: ${server.tls.certPath}`);
