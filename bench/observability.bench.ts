@@ -1,9 +1,9 @@
-import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { createKey } from "../test/helpers/keys.ts";
 import { testConfig } from "../test/helpers/config.ts";
 import { spawnServer, tempDir } from "../test/helpers/server.ts";
 import { spread, type BenchRow } from "./bench-row.ts";
+import { startCanned, throughput } from "./processes.ts";
 
 /**
  * Issue 19: what metrics and the access log cost. Two gateways (each its own process, default log level `info`)
@@ -11,26 +11,7 @@ import { spread, type BenchRow } from "./bench-row.ts";
  * `metrics.enabled: false` (neither). autocannon (its own process) runs 5 s at 16 connections against each,
  * alternating; medians of RUNS, min–max of the ratio.
  */
-const RUNS = 5;
-const root = path.resolve(import.meta.dirname, "..");
-
-function startCanned(): Promise<{ child: ChildProcess; port: number }> {
-  const child = spawn(process.execPath, [path.join(import.meta.dirname, "peers/canned-upstream.mjs")], { stdio: ["ignore", "pipe", "inherit"] });
-  return new Promise((resolve) => child.stdout!.setEncoding("utf8").once("data", (d: string) => resolve({ child, port: Number(/listening (\d+)/.exec(d)![1]) })));
-}
-
-function throughput(url: string, key: string, body: string): Promise<number> {
-  const child = spawn(process.execPath, [path.join(root, "node_modules/autocannon/autocannon.js"), "-c", "16", "-d", "5", "-m", "POST", "-H", "content-type=application/json", "-H", `authorization=Bearer ${key}`, "-b", body, "-j", url], { stdio: ["ignore", "pipe", "ignore"] });
-  let out = "";
-  child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
-  return new Promise((resolve, reject) =>
-    child.once("exit", () => {
-      const r = JSON.parse(out) as { requests: { average: number }; non2xx: number; errors: number };
-      if (r.non2xx || r.errors) reject(new Error(`${url}: ${r.non2xx} non-2xx, ${r.errors} errors`));
-      else resolve(r.requests.average);
-    }),
-  );
-}
+const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 
 export default async function observabilityBench(): Promise<BenchRow[]> {
   const canned = await startCanned();
@@ -56,7 +37,7 @@ export default async function observabilityBench(): Promise<BenchRow[]> {
       process.stderr.write(`  run ${i + 1}/${RUNS}\n`);
       for (const side of i % 2 === 0 ? (["on", "off"] as const) : (["off", "on"] as const)) {
         const g = side === "on" ? on : off;
-        rps[side].push(await throughput(g.url, g.key, body));
+        rps[side].push(await throughput({ url: g.url, key: g.key, body, seconds: 5 }));
       }
     }
   } finally {

@@ -1,9 +1,9 @@
-import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { createKey } from "../test/helpers/keys.ts";
 import { testConfig } from "../test/helpers/config.ts";
 import { spawnServer, tempDir } from "../test/helpers/server.ts";
 import { spread, type BenchRow } from "./bench-row.ts";
+import { autocannon, startCanned, type Load } from "./processes.ts";
 
 /**
  * Issue 18: what killing one of three upstreams mid-run costs. Modelgate (its own process) fronts a pool of three
@@ -11,34 +11,7 @@ import { spread, type BenchRow } from "./bench-row.ts";
  * 8 s at 16 connections. In the "kill" runs one upstream gets SIGKILL 3 s in (and is restarted for the next run);
  * "steady" runs kill nothing. The two kinds alternate; medians of RUNS each, min–max of the ratio.
  */
-const RUNS = 5;
-const root = path.resolve(import.meta.dirname, "..");
-
-function startCanned(port = 0): Promise<{ child: ChildProcess; port: number }> {
-  const child = spawn(process.execPath, [path.join(import.meta.dirname, "peers/canned-upstream.mjs"), String(port)], { stdio: ["ignore", "pipe", "inherit"] });
-  return new Promise((resolve) => child.stdout!.setEncoding("utf8").once("data", (d: string) => resolve({ child, port: Number(/listening (\d+)/.exec(d)![1]) })));
-}
-
-interface Load {
-  rps: number;
-  p50: number;
-  p99: number;
-  failed: number;
-}
-
-function autocannon(url: string, key: string, body: string): { done: Promise<Load> } {
-  const child = spawn(process.execPath, [path.join(root, "node_modules/autocannon/autocannon.js"), "-c", "16", "-d", "8", "-m", "POST", "-H", "content-type=application/json", "-H", `authorization=Bearer ${key}`, "-b", body, "-j", url], { stdio: ["ignore", "pipe", "ignore"] });
-  let out = "";
-  child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
-  return {
-    done: new Promise((resolve) =>
-      child.once("exit", () => {
-        const r = JSON.parse(out) as { requests: { average: number }; latency: { p50: number; p99: number }; non2xx: number; errors: number };
-        resolve({ rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, failed: r.non2xx + r.errors });
-      }),
-    ),
-  };
-}
+const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 
 export default async function poolBench(): Promise<BenchRow[]> {
   const dir = tempDir("bench-pool-");
@@ -59,12 +32,12 @@ export default async function poolBench(): Promise<BenchRow[]> {
     for (let i = 0; i < RUNS; i++) {
       process.stderr.write(`  run ${i + 1}/${RUNS}\n`);
       for (const kind of i % 2 === 0 ? ["steady", "kill"] : ["kill", "steady"]) {
-        const load = autocannon(url, key, body);
+        const load = autocannon({ url, key, body, seconds: 8 });
         if (kind === "kill") {
           await new Promise((r) => setTimeout(r, 3000));
           upstreams[0].child.kill("SIGKILL");
         }
-        const result = await load.done;
+        const result = await load;
         (kind === "kill" ? killed : steady).push(result);
         if (kind === "kill") {
           upstreams[0] = await startCanned(upstreams[0].port);

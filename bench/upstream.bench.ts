@@ -1,4 +1,3 @@
-import { spawn, type ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { createKey } from "../test/helpers/keys.ts";
@@ -7,6 +6,7 @@ import { startLlamaServer } from "../test/helpers/llama-server.ts";
 import { spawnServer, tempDir } from "../test/helpers/server.ts";
 import { shapedModel } from "../test/helpers/shaped-model.ts";
 import { spread, type BenchRow } from "./bench-row.ts";
+import { runNode, startCanned, startPeer, throughput } from "./processes.ts";
 
 /**
  * The upstream engine's cost (issue 17). Every server and every load generator is its own process; the sides are
@@ -18,43 +18,13 @@ import { spread, type BenchRow } from "./bench-row.ts";
  *   requests) straight vs through Modelgate vs through a minimal HTTPS→HTTP proxy (bench/peers/https-proxy.mjs),
  *   and throughput with autocannon at 16 connections, Modelgate vs the proxy.
  */
-const RUNS = 5;
-const root = path.resolve(import.meta.dirname, "..");
-const node = process.execPath;
-
-function run(args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(node, args, { stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
-    let err = "";
-    child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
-    child.stderr.setEncoding("utf8").on("data", (d: string) => (err += d));
-    child.once("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`${args.join(" ")} exited ${code}: ${err}`))));
-  });
-}
-
-function startPeer(script: string, args: string[] = []): Promise<{ child: ChildProcess; port: number }> {
-  const child = spawn(node, [path.join(import.meta.dirname, "peers", script), ...args], { stdio: ["ignore", "pipe", "inherit"] });
-  return new Promise((resolve) => {
-    child.stdout!.setEncoding("utf8").once("data", (d: string) => resolve({ child, port: Number(/listening (\d+)/.exec(d)![1]) }));
-  });
-}
-
+const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const client = (name: string) => path.join(import.meta.dirname, "clients", name);
-const autocannon = path.join(root, "node_modules/autocannon/autocannon.js");
-
-async function throughput(url: string, body: string, key?: string): Promise<number> {
-  const headers = ["-H", "content-type=application/json", ...(key ? ["-H", `authorization=Bearer ${key}`] : [])];
-  const out = await run([autocannon, "-c", "16", "-d", "5", "-m", "POST", ...headers, "-b", body, "-j", url]);
-  const result = JSON.parse(out) as { requests: { average: number }; non2xx: number; errors: number };
-  if (result.non2xx > 0 || result.errors > 0) throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors`);
-  return result.requests.average;
-}
 
 export default async function upstreamBench(): Promise<BenchRow[]> {
   const dir = tempDir("bench-upstream-");
   const llama = await startLlamaServer(shapedModel(), ["-c", "1024", "-np", "1", "-t", "1"]);
-  const canned = await startPeer("canned-upstream.mjs");
+  const canned = await startCanned();
   const raw = {
     dataDir: dir,
     plans: { bench: { rateLimit: { requests: 10_000_000, window: "1m" } } },
@@ -83,14 +53,14 @@ export default async function upstreamBench(): Promise<BenchRow[]> {
       const sides = i % 2 === 0 ? (["direct", "gateway"] as const) : (["gateway", "direct"] as const);
       for (const side of sides) {
         const args = side === "direct" ? [`${llama.origin}/v1/chat/completions`, "shaped", "128", "2"] : [gatewayUrl, "shaped", "128", "2", key, ca];
-        stream[side].push((JSON.parse(await run([client("stream-client.mjs"), ...args])) as { tokensPerSecond: number }).tokensPerSecond);
+        stream[side].push((JSON.parse(await runNode([client("stream-client.mjs"), ...args])) as { tokensPerSecond: number }).tokensPerSecond);
       }
       const order = [["direct", directUrl, [] as string[]], ["proxy", proxyUrl, ["", ca]], ["gateway", gatewayUrl, [key, ca]]] as const;
       for (const [side, url, extra] of i % 2 === 0 ? order : [...order].reverse()) {
-        p50[side].push((JSON.parse(await run([client("latency-client.mjs"), url, chatBody, "3", ...extra])) as { p50: number }).p50);
+        p50[side].push((JSON.parse(await runNode([client("latency-client.mjs"), url, chatBody, "3", ...extra])) as { p50: number }).p50);
       }
       for (const side of i % 2 === 0 ? (["proxy", "gateway"] as const) : (["gateway", "proxy"] as const)) {
-        rps[side].push(await throughput(side === "proxy" ? proxyUrl : gatewayUrl, chatBody, side === "gateway" ? key : undefined));
+        rps[side].push(await throughput({ url: side === "proxy" ? proxyUrl : gatewayUrl, body: chatBody, key: side === "gateway" ? key : undefined, seconds: 5 }));
       }
     }
   } finally {

@@ -1,12 +1,12 @@
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { testConfig } from "./helpers/config.ts";
 import { createKey, freshPostgres, redisTestUrl } from "./helpers/keys.ts";
-import { repoRoot, requester, spawnServer, tempDir, trustingFetch, type SpawnedServer } from "./helpers/server.ts";
+import { startCanned, type Peer } from "../bench/processes.ts";
+import { requester, spawnServer, tempDir, trustingFetch, type SpawnedServer } from "./helpers/server.ts";
 
 /**
  * Three front replicas (separate processes) sharing PostgreSQL and Redis, in front of two upstreams (the fixed,
@@ -14,15 +14,10 @@ import { repoRoot, requester, spawnServer, tempDir, trustingFetch, type SpawnedS
  * replica a request reaches.
  */
 let replicas: SpawnedServer[] = [];
-let upstreams: { child: ChildProcess; port: number }[] = [];
+let upstreams: Peer[] = [];
 let dropDb: () => Promise<void>;
 let raw: Record<string, unknown>;
 const dir = tempDir("upstream-replicas-");
-
-function startCanned(): Promise<{ child: ChildProcess; port: number }> {
-  const child = spawn(process.execPath, [path.join(repoRoot, "bench/peers/canned-upstream.mjs")], { stdio: ["ignore", "pipe", "inherit"] });
-  return new Promise((resolve) => child.stdout!.setEncoding("utf8").once("data", (d: string) => resolve({ child, port: Number(/listening (\d+)/.exec(d)![1]) })));
-}
 
 before(async () => {
   const db = await freshPostgres();

@@ -71,7 +71,12 @@ export async function runInference<P, R>(ctx: AppContext, scope: RequestScope, s
     const runner = checkRequest(ctx, scope, spec);
     const signal = scope.signalFor(runner.entry.requestTimeoutMs);
     const requestContext = currentContext();
+    // The wait for a slot: from the end of prepare to the start of the work (or to the refusal, when admission fails).
     let waiting: Span | null = null;
+    const endWait = () => {
+      waiting?.end();
+      waiting = null;
+    };
     let result: R;
     try {
       result = await runner.execute({
@@ -86,12 +91,12 @@ export async function runInference<P, R>(ctx: AppContext, scope: RequestScope, s
         slots: spec.slots,
         onQueued: spec.onQueued,
         run: (engine, prepared, lease) => {
-          (waiting as Span | null)?.end();
+          endWait();
           return inSpan("generation", {}, () => spec.run(engine, prepared, signal, lease));
         },
       });
     } finally {
-      (waiting as Span | null)?.end();
+      endWait();
       if (signal.aborted && isClientDisconnect(signal.reason)) scope.log.debug({ model: spec.model }, "client disconnected; the request was stopped");
     }
     const usage = spec.usage(result);

@@ -54,9 +54,8 @@ export class PoolMember {
 
   /** Whether a request may go here now: healthy with room, or due for its one half-open probe. */
   available(): boolean {
-    if (this.inFlight >= this.options.maxInFlight || !this.activeOk) return false;
-    if (this.breaker.state === CircuitState.HalfOpen) return false; // its probe is running
-    return this.breaker.state !== CircuitState.Open || Date.now() - this.openedAt >= this.options.cooldownMs;
+    // "probing" while half-open means its one probe is already running.
+    return this.inFlight < this.options.maxInFlight && this.state !== "ejected" && this.breaker.state !== CircuitState.HalfOpen;
   }
 
   /** Milliseconds until this upstream may be tried again (0 when it may now). */

@@ -1,0 +1,62 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import path from "node:path";
+
+/**
+ * The out-of-process pieces of the gateway benchmarks: peer servers (bench/peers/*.mjs, each printing
+ * `listening PORT`), node scripts run to completion (the clients in bench/clients/), and autocannon.
+ */
+const root = path.resolve(import.meta.dirname, "..");
+
+/** Runs a node script to completion and resolves with its stdout (rejects on a non-zero exit). */
+export function runNode(args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
+    child.stderr.setEncoding("utf8").on("data", (d: string) => (err += d));
+    child.once("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`${args.join(" ")} exited ${code}: ${err}`))));
+  });
+}
+
+export interface Peer {
+  child: ChildProcess;
+  port: number;
+}
+
+/** Starts bench/peers/<script> and resolves once it prints the port it listens on. */
+export function startPeer(script: string, args: string[] = []): Promise<Peer> {
+  const child = spawn(process.execPath, [path.join(root, "bench/peers", script), ...args], { stdio: ["ignore", "pipe", "inherit"] });
+  return new Promise((resolve) => {
+    child.stdout!.setEncoding("utf8").once("data", (d: string) => resolve({ child, port: Number(/listening (\d+)/.exec(d)![1]) }));
+  });
+}
+
+/** The canned OpenAI-style upstream (bench/peers/canned-upstream.mjs), on `port` when given (a restart). */
+export function startCanned(port?: number): Promise<Peer> {
+  return startPeer("canned-upstream.mjs", port === undefined ? [] : [String(port)]);
+}
+
+export interface Load {
+  rps: number;
+  p50: number;
+  p99: number;
+  /** Non-2xx answers and connection errors. */
+  failed: number;
+}
+
+/** autocannon in its own process: `connections` keep-alive connections POSTing `body` for `seconds`. */
+export async function autocannon(options: { url: string; body: string; key?: string; connections?: number; seconds: number }): Promise<Load> {
+  const headers = ["-H", "content-type=application/json", ...(options.key ? ["-H", `authorization=Bearer ${options.key}`] : [])];
+  const args = ["-c", String(options.connections ?? 16), "-d", String(options.seconds), "-m", "POST", ...headers, "-b", options.body, "-j", options.url];
+  const out = await runNode([path.join(root, "node_modules/autocannon/autocannon.js"), ...args]);
+  const r = JSON.parse(out) as { requests: { average: number }; latency: { p50: number; p99: number }; non2xx: number; errors: number };
+  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, failed: r.non2xx + r.errors };
+}
+
+/** autocannon's throughput, refusing a run with any failed request. */
+export async function throughput(options: Parameters<typeof autocannon>[0]): Promise<number> {
+  const load = await autocannon(options);
+  if (load.failed > 0) throw new Error(`${options.url}: ${load.failed} failed requests`);
+  return load.rps;
+}
