@@ -99,7 +99,7 @@ test("§4.2 parameter validation: 400 invalid_parameter with the param path", as
     [{ logit_bias: { "1": 5 } }, "logit_bias"],
     [{ top_logprobs: 3 }, "top_logprobs"],
     [{ logprobs: true, top_logprobs: 21 }, "top_logprobs"],
-    [{ response_format: { type: "json_schema", json_schema: { name: "x", schema: {} } } }, "response_format"],
+    [{ response_format: { type: "json_schema" } }, "response_format.json_schema"],
     [{ messages: [{ role: "user", content: [{ type: "text", text: "hi" }, { type: "image_url", image_url: { url: "https://example.com/a.png" } }] }] }, "messages[0].content[1].image_url.url"],
     [{ messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "data:image/png;base64,AAAA" } }] }] }, "messages[0].content[0].image_url.url"],
     [{ messages: [{ role: "tool", content: "x" }] }, "messages[0].tool_call_id"],

@@ -107,6 +107,13 @@ test("§4.2 rule 1 unenforceable keywords get 400 invalid_parameter naming their
   rejects({ type: "object", properties: { "odd key": { type: "string", pattern: "a" } } }, `${base}.properties["odd key"].pattern`);
 });
 
+test("integer bounds no tighter than the grammar's 15 digits (zod int(): ±(2^53 − 1)) are accepted; tighter ones are not", () => {
+  const safe = Number.MAX_SAFE_INTEGER;
+  assert.deepEqual(toGbnfJsonSchema({ type: "integer", minimum: -safe, maximum: safe }, base), { type: "integer" });
+  rejects({ type: "integer", minimum: -safe, maximum: 999_999_999_999_998 }, `${base}.maximum`);
+  rejects({ type: "number", minimum: -safe }, `${base}.minimum`);
+});
+
 test("§4.2 rule 1 schemas whose structure cannot be honoured are rejected, not weakened", () => {
   rejects({ type: "object", properties: { a: { type: "string" } }, required: ["a", "b"] }, `${base}.required[1]`);
   rejects({ type: "object", properties: { a: { $ref: "#/properties/b" } } }, `${base}.properties.a.$ref`);

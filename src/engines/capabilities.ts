@@ -26,7 +26,7 @@ export function requestFeatures(req: ChatRequest): { feature: RequestFeature; pa
   const image = firstImageParam(req);
   if (image) used.push({ feature: "images", param: image });
   if (req.tools.length > 0) used.push({ feature: "tools", param: "tools" });
-  if (req.responseFormat === "json_object") used.push({ feature: "json", param: "response_format" });
+  if (req.responseFormat !== "text") used.push({ feature: "json", param: "response_format" });
   if (req.topLogprobs !== null) used.push({ feature: "logprobs", param: "logprobs" });
   return used;
 }

@@ -26,6 +26,12 @@ export interface ToolDefinition {
   parameters?: Record<string, unknown>;
 }
 
+export interface JsonSchemaFormat {
+  name: string;
+  schema: Record<string, unknown> | null;
+  strict: boolean;
+}
+
 export type ToolChoice = "auto" | "none" | "required" | { name: string };
 
 export interface ChatRequest {
@@ -37,7 +43,9 @@ export interface ChatRequest {
   stop: string[];
   tools: ToolDefinition[];
   toolChoice: ToolChoice;
-  responseFormat: "text" | "json_object";
+  responseFormat: "text" | "json_object" | "json_schema";
+  /** With responseFormat json_schema: the schema the output must validate against (null: any JSON object). */
+  jsonSchema?: JsonSchemaFormat;
   /** null: no logprobs; otherwise how many alternatives per token (0..20). */
   topLogprobs: number | null;
   /**

@@ -1,4 +1,4 @@
-import type { ChatHistoryItem, ChatModelFunctions, ChatWrapper, LlamaGrammar, LlamaModel } from "node-llama-cpp";
+import type { ChatHistoryItem, ChatModelFunctions, ChatWrapper, GbnfJsonSchema, LlamaGrammar, LlamaModel } from "node-llama-cpp";
 import type { ChatRequest } from "../engine.ts";
 import { ForcedCallChatWrapper } from "./forced-call-wrapper.ts";
 import { toGbnfJsonSchema } from "./json-schema-grammar.ts";
@@ -35,7 +35,10 @@ export async function buildGenerationPlan(
     }
     plan.functions = functions;
     if (req.toolChoice === "required" || typeof req.toolChoice === "object") plan.wrapper = new ForcedCallChatWrapper(ctx.baseWrapper);
-  } else if (req.responseFormat === "json_object") {
+  } else if (req.responseFormat === "json_schema" && req.jsonSchema?.schema) {
+    const schema = toGbnfJsonSchema(req.jsonSchema.schema, "response_format.json_schema.schema");
+    plan.grammar = await ctx.model.llama.createGrammarForJsonSchema<GbnfJsonSchema>(schema);
+  } else if (req.responseFormat !== "text") {
     plan.grammar = await ctx.model.llama.getGrammarFor("json");
   }
   return plan;

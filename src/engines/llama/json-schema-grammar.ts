@@ -1,5 +1,6 @@
 import type { GbnfJsonSchema } from "node-llama-cpp";
 import { AppError } from "../../errors/app-error.ts";
+import { GRAMMAR_MAX_INTEGER } from "./grammar-fixes.ts";
 
 /**
  * Converts an OpenAI-style JSON schema (a tool's `parameters`, a `json_schema` response format) into the subset
@@ -15,7 +16,7 @@ import { AppError } from "../../errors/app-error.ts";
  *   anything else is rejected;
  * - `$ref` resolves only `#/$defs/...`: root `$defs` and `definitions` are hoisted to the root `$defs` under the
  *   same name (`definitions` entries that clash get a `definitions.` prefix); any other pointer is rejected;
- * - `pattern`, `minimum`/`maximum`/`exclusive*`, `multipleOf`, `uniqueItems`, `not`, conditionals, `contains`,
+ * - `pattern`, `minimum`/`maximum`/`exclusive*` (except integer bounds the grammar holds anyway), `multipleOf`, `uniqueItems`, `not`, conditionals, `contains`,
  *   `patternProperties`, `propertyNames`, `dependent*` are rejected;
  * - `format` is enforced for `date-time`, `time` and `date`; other formats are annotations in JSON Schema
  *   (validators do not assert them by default) and are dropped;
@@ -122,6 +123,19 @@ function primitiveAllowed(value: unknown, types: string[] | null, rest: Json): b
     if (typeof rest.maxLength === "number" && length > rest.maxLength) return false;
   }
   return true;
+}
+
+/**
+ * `minimum`/`maximum` on an integer-only schema hold when they are no tighter than what the grammar can generate
+ * (grammar-fixes.ts: at most 15 digits); zod's `int()` puts ±(2^53 − 1) there.
+ */
+function integerBoundHeld(schema: Json, keyword: string): boolean {
+  if (schema.type !== "integer") return false;
+  const value = schema[keyword];
+  if (typeof value !== "number") return false;
+  if (keyword === "minimum" || keyword === "exclusiveMinimum") return value < -GRAMMAR_MAX_INTEGER;
+  if (keyword === "maximum" || keyword === "exclusiveMaximum") return value > GRAMMAR_MAX_INTEGER;
+  return false;
 }
 
 function matchesType(value: unknown, type: string): boolean {
@@ -241,7 +255,7 @@ class SchemaConverter {
     if (!isObject(schema)) reject(path, "A JSON schema must be an object or a boolean");
 
     for (const [keyword, isNoop] of Object.entries(UNSUPPORTED)) {
-      if (keyword in schema && !isNoop(schema[keyword])) {
+      if (keyword in schema && !isNoop(schema[keyword]) && !integerBoundHeld(schema, keyword)) {
         reject(child(path, keyword), `The JSON schema keyword '${keyword}' cannot be enforced by the grammar; remove it`);
       }
     }

@@ -22,10 +22,10 @@ export const llamaChatSupport: EngineSupport = {
     {
       features: ["tools", "json"],
       param: "response_format",
-      message: "response_format json_object cannot be combined with tools on this model; set tool_choice to none or drop response_format.",
+      message: "A JSON response_format cannot be combined with tools on this model; set tool_choice to none or drop response_format.",
     },
     { features: ["tools", "logprobs"], param: "logprobs", message: "logprobs cannot be combined with tools on this model." },
-    { features: ["json", "logprobs"], param: "logprobs", message: "logprobs cannot be combined with response_format json_object on this model." },
+    { features: ["json", "logprobs"], param: "logprobs", message: "logprobs cannot be combined with a JSON response_format on this model." },
   ],
 };
 

@@ -39,6 +39,15 @@ export interface WireOptions {
   defaults: { temperature?: number; topP?: number };
 }
 
+function toWireResponseFormat(req: ChatRequest): Record<string, unknown> {
+  if (req.responseFormat === "json_object" || (req.responseFormat === "json_schema" && !req.jsonSchema?.schema)) {
+    return { response_format: { type: "json_object" } };
+  }
+  if (req.responseFormat !== "json_schema" || !req.jsonSchema) return {};
+  const { name, schema, strict } = req.jsonSchema;
+  return { response_format: { type: "json_schema", json_schema: { name, schema, strict } } };
+}
+
 /** The upstream body: always streamed, with usage asked for, whatever our client asked. */
 export function toWireChat(req: ChatRequest, options: WireOptions): Record<string, unknown> {
   const temperature = req.temperature ?? options.defaults.temperature;
@@ -54,7 +63,7 @@ export function toWireChat(req: ChatRequest, options: WireOptions): Record<strin
     ...(req.seed !== null ? { seed: req.seed } : {}),
     ...(req.stop.length > 0 ? { stop: req.stop } : {}),
     ...toWireTools(req),
-    ...(req.responseFormat === "json_object" ? { response_format: { type: "json_object" } } : {}),
+    ...toWireResponseFormat(req),
     ...(req.topLogprobs !== null ? { logprobs: true, top_logprobs: req.topLogprobs } : {}),
   };
 }

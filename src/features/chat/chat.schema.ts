@@ -38,6 +38,20 @@ export const ToolSchema = Type.Object({
   }),
 });
 
+/** Structured outputs: the output is JSON that validates against `schema` (grammar-enforced where the engine runs the model). */
+export const JsonSchemaFormatSchema = Type.Object({
+  name: Type.String({ pattern: "^[A-Za-z0-9_-]{1,64}$" }),
+  description: Type.Optional(Type.String()),
+  schema: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: "A JSON Schema; without it, any JSON object" })),
+  strict: Maybe(Type.Boolean()),
+});
+
+export const ResponseFormatSchema = Type.Object({
+  type: Type.Union([Type.Literal("text"), Type.Literal("json_object"), Type.Literal("json_schema")]),
+  json_schema: Type.Optional(JsonSchemaFormatSchema),
+});
+export type ResponseFormatBody = Static<typeof ResponseFormatSchema>;
+
 /**
  * §4.2 request. Unlisted parameters that would change the output if honoured are rejected (decisions.md):
  * `n` other than 1, non-zero `frequency_penalty`/`presence_penalty`, any `logit_bias`. `user`, `metadata`
@@ -54,12 +68,7 @@ export const ChatCompletionRequest = Type.Object(
     stream: Maybe(Type.Boolean()),
     stream_options: Maybe(Type.Object({ include_usage: Type.Optional(Type.Boolean()) })),
     stop: Maybe(Type.Union([Type.String({ minLength: 1 }), Type.Array(Type.String({ minLength: 1 }), { maxItems: 4 })])),
-    response_format: Maybe(
-      Type.Object({
-        type: Type.Union([Type.Literal("text"), Type.Literal("json_object"), Type.Literal("json_schema")]),
-        json_schema: Type.Optional(Type.Unknown()),
-      }),
-    ),
+    response_format: Maybe(ResponseFormatSchema),
     tools: Maybe(Type.Array(ToolSchema)),
     tool_choice: Maybe(
       Type.Union([

@@ -1,7 +1,7 @@
 import type { Plan } from "../../config/app-config.ts";
 import type { ChatMessage, ChatRequest, ContentPart, ToolChoice } from "../../engines/engine.ts";
 import { AppError } from "../../errors/app-error.ts";
-import type { ChatCompletionRequest, ChatMessageBody } from "./chat.schema.ts";
+import type { ChatCompletionRequest, ChatMessageBody, ResponseFormatBody } from "./chat.schema.ts";
 import { decodeImagePart } from "./image-parts.ts";
 
 /** Where the request carries images, for the vision capability check. */
@@ -41,6 +41,15 @@ function toMessage(message: ChatMessageBody, i: number, images: ImageRef[]): Cha
   return { role, content };
 }
 
+/** `response_format` (chat) or `text.format` (responses) as the engine takes it; `param` names it in errors. */
+export function toResponseFormat(body: ResponseFormatBody | null | undefined, param: string): Pick<ChatRequest, "responseFormat" | "jsonSchema"> {
+  const type = body?.type ?? "text";
+  if (type !== "json_schema") return { responseFormat: type };
+  const spec = body?.json_schema;
+  if (!spec) invalid(`${param}.json_schema`, "response_format json_schema needs json_schema: {name, schema}.");
+  return { responseFormat: type, jsonSchema: { name: spec.name, schema: spec.schema ?? null, strict: spec.strict ?? false } };
+}
+
 /**
  * Turns the wire request into the engine's typed request, checking what the schema cannot: role-specific message
  * rules, image data URLs, parameter combinations and the plan's output cap. These are parameter errors, so they
@@ -57,10 +66,7 @@ export function toChatRequest(body: ChatCompletionRequest, plan: Plan): { req: C
   }
 
   if (body.top_logprobs != null && body.logprobs !== true) invalid("top_logprobs", "top_logprobs requires logprobs: true.");
-  const format = body.response_format?.type ?? "text";
-  if (format === "json_schema") {
-    invalid("response_format", "response_format json_schema is not supported yet; use json_object and describe the schema in the prompt.");
-  }
+  const format = toResponseFormat(body.response_format, "response_format");
 
   const tools = (body.tools ?? []).map((t) => ({ name: t.function.name, description: t.function.description, parameters: t.function.parameters }));
   const names = new Set<string>();
@@ -91,7 +97,7 @@ export function toChatRequest(body: ChatCompletionRequest, plan: Plan): { req: C
       stop,
       tools,
       toolChoice,
-      responseFormat: format === "json_object" ? "json_object" : "text",
+      ...format,
       topLogprobs: body.logprobs === true ? (body.top_logprobs ?? 0) : null,
     },
     images,
