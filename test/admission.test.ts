@@ -236,7 +236,7 @@ test("issue 13 one capability check, in decisions.md order: endpoint (param mode
   const entry = (capabilities: string[]) => ({ id: "m", capabilities }) as unknown as ModelEntry;
   const base = { messages: [{ role: "user" as const, content: "hi" }], maxTokens: null, temperature: null, topP: null, seed: null, stop: [], tools: [], toolChoice: "none" as const, responseFormat: "text" as const, topLogprobs: null };
   const tools = [{ name: "f", parameters: { type: "object" } }];
-  const image = { role: "user" as const, content: [{ type: "text" as const, text: "x" }, { type: "image" as const, data: new Uint8Array(), mime: "image/png" as const, param: "messages[0].content[1]" }] };
+  const image = { role: "user" as const, content: [{ type: "text" as const, text: "x" }, { type: "image" as const, data: new Uint8Array(), mime: "image/png" as const, param: "messages[0].content[1]", urlParam: "messages[0].content[1].image_url.url" }] };
   const paramOf = (fn: () => void) => {
     try {
       fn();

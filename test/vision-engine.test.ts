@@ -54,7 +54,7 @@ test("VLM engine: the window is the model's trained context unless the catalog e
 test("VLM engine: prepareChat counts image tokens; chat yields the colour then done with usage", async () => {
   const req = request([
     { type: "text", text: "colour?" },
-    { type: "image", data: await png(0, 200, 0), mime: "image/png", param: "messages[0].content[1]" },
+    { type: "image", data: await png(0, 200, 0), mime: "image/png", param: "messages[0].content[1]", urlParam: "messages[0].content[1].image_url.url" },
   ]);
   const prepared = await engine.prepareChat(req);
   const without = await engine.prepareChat(request([{ type: "text", text: "colour?" }]));
@@ -69,7 +69,7 @@ test("VLM engine: prepareChat counts image tokens; chat yields the colour then d
 });
 
 test("VLM engine: an aborted signal rejects the chat with its reason and the worker stays usable", async () => {
-  const req = request([{ type: "image", data: await png(200, 0, 0), mime: "image/png", param: "messages[0].content[0]" }]);
+  const req = request([{ type: "image", data: await png(200, 0, 0), mime: "image/png", param: "messages[0].content[0]", urlParam: "messages[0].content[0].image_url.url" }]);
   const prepared = await engine.prepareChat(req);
   const controller = new AbortController();
   controller.abort(new Error("client went away"));
@@ -82,7 +82,7 @@ test("VLM engine: an aborted signal rejects the chat with its reason and the wor
 });
 
 test("VLM engine: an undecodable image is 400 naming the part's url; unsupported options are 400 too", async () => {
-  const broken = request([{ type: "image", data: new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2, 3]), mime: "image/png", param: "messages[0].content[0]" }]);
+  const broken = request([{ type: "image", data: new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2, 3]), mime: "image/png", param: "messages[0].content[0]", urlParam: "messages[0].content[0].image_url.url" }]);
   await assert.rejects(engine.prepareChat(broken), (err: unknown) => err instanceof AppError && err.code === "invalid_parameter" && err.param === "messages[0].content[0].image_url.url");
   // What the engine can do is data (engine.support), checked by the one capability function: even an entry that
   // claimed JSON mode and logprobs would be refused them, by the engine's own declaration.

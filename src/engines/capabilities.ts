@@ -86,7 +86,7 @@ function imageDimensions(part: ImagePart): { width: number; height: number } {
   } catch {
     // fall through: the header cannot be read
   }
-  throw overLimit(`${part.param}.image_url.url`, `The data URL does not hold a readable ${part.mime === "image/png" ? "PNG" : "JPEG"} image.`);
+  throw overLimit(part.urlParam, `The data URL does not hold a readable ${part.mime === "image/png" ? "PNG" : "JPEG"} image.`);
 }
 
 /** What a request puts in front of the model, for its input limits. */

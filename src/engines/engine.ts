@@ -2,7 +2,8 @@ import type { Capability } from "../config/config.schema.ts";
 
 /** The typed requests, results and deltas engines speak; `Engine` (below) is the interface they implement. */
 
-export type ImagePart = { type: "image"; data: Uint8Array; mime: "image/png" | "image/jpeg"; param: string };
+/** `param` names the content part (for the capability check), `urlParam` its data URL (for errors about the image). */
+export type ImagePart = { type: "image"; data: Uint8Array; mime: "image/png" | "image/jpeg"; param: string; urlParam: string };
 export type TextPart = { type: "text"; text: string };
 export type ContentPart = TextPart | ImagePart;
 

@@ -9,11 +9,12 @@ import adminRoutesOfAccounts from "./admin/admin.route.ts";
 import transcriptionRoutes from "./transcription/transcription.route.ts";
 import modelsAdminRoutes from "./admin/models-admin.route.ts";
 import tokenizeRoutes from "./tokenize/tokenize.route.ts";
+import responsesRoutes from "./responses/responses.route.ts";
 
 type Routes = (app: FastifyInstance) => Promise<void>;
 
 /** Routes under /v1 (paths relative to it): API key, allowlist, rate limit and body limit (src/scopes/v1.scope.ts). */
-export const v1Routes: Routes[] = [modelsRoutes, openapiRoutes, chatRoutes, embeddingsRoutes, transcriptionRoutes, rerankRoutes, tokenizeRoutes];
+export const v1Routes: Routes[] = [modelsRoutes, openapiRoutes, chatRoutes, responsesRoutes, embeddingsRoutes, transcriptionRoutes, rerankRoutes, tokenizeRoutes];
 
 /** Routes under /admin/v1 (paths relative to it): the admin token (src/scopes/admin.scope.ts). */
 export const adminRoutes: Routes[] = [adminRoutesOfAccounts, modelsAdminRoutes];

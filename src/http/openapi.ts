@@ -4,6 +4,7 @@ import type { TSchema } from "@sinclair/typebox";
 import { ErrorEnvelope } from "../errors/error.schema.ts";
 import { ChatCompletion, ChatCompletionChunk, ChatCompletionRequest } from "../features/chat/chat.schema.ts";
 import { EmbeddingList, EmbeddingsRequest } from "../features/embeddings/embeddings.schema.ts";
+import { CreateResponseRequest, ResponseObject, ResponseStreamEvent } from "../features/responses/responses.schema.ts";
 import { Model, ModelList } from "../features/models/models.schema.ts";
 import { RerankRequestBody, RerankResponse } from "../features/rerank/rerank.schema.ts";
 import { TokenCount } from "../features/tokenize/tokenize.schema.ts";
@@ -29,6 +30,9 @@ const components: TSchema[] = [
   ChatCompletionRequest,
   ChatCompletion,
   ChatCompletionChunk,
+  CreateResponseRequest,
+  ResponseObject,
+  ResponseStreamEvent,
   EmbeddingsRequest,
   EmbeddingList,
   TranscriptionJson,

@@ -28,10 +28,16 @@ export class OpenStreams {
   }
 }
 
+/** The last event of a stream that fails after it began: §6's error frame, or a wire format's own (`response.failed`). */
+export type FailureFrame = (err: AppError) => { event?: string; data: unknown };
+
+const chatFailure: FailureFrame = (err) => ({ data: toEnvelope(err) });
+
 /**
- * The one place that writes server-sent events (spec §6): `data: <json>\n\n` frames, `: keep-alive` comments,
- * the error frame (decisions.md) and `data: [DONE]`. Headers are committed lazily, on the first frame, so an
- * error before the first token can still be a normal JSON error response.
+ * The one place that writes server-sent events (spec §6): `data: <json>\n\n` frames (named with `event:` for the
+ * Responses API), `: keep-alive` comments, the error frame (decisions.md) and `data: [DONE]`. Headers are
+ * committed lazily, on the first frame, so an error before the first token can still be a normal JSON error
+ * response.
  */
 export class SseStream {
   private opened = false;
@@ -42,6 +48,7 @@ export class SseStream {
     private readonly reply: FastifyReply,
     private readonly keepAliveMs = defaultKeepAliveMs,
     private readonly registry: OpenStreams | null = null,
+    private readonly failureFrame: FailureFrame = chatFailure,
   ) {}
 
   /** True once the status line and headers have gone out; errors must then be error frames. */
@@ -95,6 +102,12 @@ export class SseStream {
     this.write(`data: ${JSON.stringify(chunk)}\n\n`);
   }
 
+  /** A named event: `event: <name>` then its data (the Responses API names every event by its type). */
+  sendEvent(event: string, data: unknown): void {
+    this.stopKeepAlive();
+    this.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+  }
+
   /** Ends a stream normally with `data: [DONE]`. */
   done(): void {
     this.stopKeepAlive();
@@ -102,10 +115,17 @@ export class SseStream {
     this.end();
   }
 
+  /** Ends a stream whose format has its own last event (the Responses API's `response.completed`): no [DONE]. */
+  close(): void {
+    this.stopKeepAlive();
+    this.end();
+  }
+
   /** An error after the stream has begun: one error frame, then close without [DONE]. */
   fail(err: AppError): void {
-    this.stopKeepAlive();
-    this.write(`data: ${JSON.stringify(toEnvelope(err))}\n\n`);
+    const { event, data } = this.failureFrame(err);
+    if (event) this.sendEvent(event, data);
+    else this.send(data);
     this.end();
   }
 

@@ -110,3 +110,19 @@ export function assertChatFraming(body: SseBody, model: string): { content: stri
   }
   return { content, reasoning, finishReason: last.choices[0].finish_reason, usage: usageChunk?.usage ?? null, toolCalls };
 }
+
+/** A Responses API stream: every frame is `event: <type>` then `data: <json>` whose `type` is the same; no [DONE]. */
+export function parseNamedSse(raw: string): { type: string; sequence_number: number; [field: string]: any }[] {
+  assert.ok(raw.endsWith("\n\n"), `the stream ends with a blank line: ${JSON.stringify(raw.slice(-40))}`);
+  return raw
+    .slice(0, -2)
+    .split("\n\n")
+    .filter((frame) => !frame.startsWith(": "))
+    .map((frame) => {
+      const match = /^event: ([a-z_.]+)\ndata: (.+)$/.exec(frame);
+      assert.ok(match, `frame format: ${JSON.stringify(frame)}`);
+      const data = JSON.parse(match[2]);
+      assert.equal(data.type, match[1], "the event name is the data's type");
+      return data;
+    });
+}

@@ -2,13 +2,14 @@ import { randomUUID } from "node:crypto";
 import type { AppContext } from "../../app-context.ts";
 import type { Plan } from "../../config/app-config.ts";
 import type { ChatDelta, ChatRequest, Engine, FinishReason, PreparedChat, TokenLogprob } from "../../engines/engine.ts";
+import type { AppError } from "../../errors/app-error.ts";
 import { DeadlineExceeded, isClientDisconnect } from "../../errors/aborts.ts";
 import { toAppError } from "../../errors/to-app-error.ts";
 import type { SseStream } from "../../http/sse.ts";
 import { runInference, type RequestScope } from "../inference.ts";
 import type { ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, WireToolCall } from "./chat.schema.ts";
 import { toChatRequest } from "./chat.shape.ts";
-import { StreamBatcher } from "./stream-batcher.ts";
+import { StreamBatcher, type OutputDelta } from "./stream-batcher.ts";
 import { GenerationTimer } from "./generation-timer.ts";
 
 /** The engine templates and tokenizes (context_length_exceeded here); the plan's output cap bounds an omitted max_tokens. */
@@ -20,7 +21,7 @@ async function prepareChat(engine: Engine, req: ChatRequest, plan: Plan, signal:
 }
 
 /** Collects engine deltas into the non-stream message (§2.3). */
-class Accumulator {
+export class Accumulator {
   content = "";
   reasoning = "";
   logprobs: TokenLogprob[] = [];
@@ -30,6 +31,8 @@ class Accumulator {
   completionTokens = 0;
   /** Deltas seen, the completion-token estimate when generation is cut before the engine reports usage. */
   pieces = 0;
+  /** Reasoning deltas seen: one per token on the in-process engines, the reasoning share of the completion tokens. */
+  reasoningPieces = 0;
 
   add(delta: ChatDelta): void {
     switch (delta.type) {
@@ -41,6 +44,7 @@ class Accumulator {
       case "reasoning":
         this.reasoning += delta.text;
         this.pieces++;
+        this.reasoningPieces++;
         break;
       case "tool_call": {
         const call = (this.toolCalls[delta.index] ??= { id: delta.id ?? "", type: "function", function: { name: "", arguments: "" } });
@@ -62,19 +66,25 @@ function usageOf(prompt: number, completion: number) {
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
 }
 
-/** §4.2 non-streaming: runs the generation to its end and returns the chat completion object. */
-export async function completeChat(ctx: AppContext, scope: RequestScope, body: ChatCompletionRequest): Promise<ChatCompletion> {
-  const req = { ...toChatRequest(body, scope.auth.plan).req, buffered: true };
+/** A generation run to its end: the collected output, and when it started (the wire's `created`). */
+export interface CollectedChat {
+  output: Accumulator;
+  created: number;
+}
+
+/** Runs a chat request to its end through the scheduler and collects its output (non-streaming wire formats). */
+export async function collectChat(ctx: AppContext, scope: RequestScope, model: string, chatReq: ChatRequest): Promise<CollectedChat> {
+  const req = { ...chatReq, buffered: true };
   let created = 0;
-  const acc = await runInference(ctx, scope, {
-    model: body.model,
+  const output = await runInference(ctx, scope, {
+    model,
     chat: req,
     input: { kind: "chat", req },
     prepare: (engine, signal) => prepareChat(engine, req, scope.auth.plan, signal),
     run: async (engine, prepared, signal) => {
       created = Math.floor(Date.now() / 1000);
       const acc = new Accumulator();
-      const timer = new GenerationTimer(ctx.metrics, body.model, scope);
+      const timer = new GenerationTimer(ctx.metrics, model, scope);
       try {
         for await (const delta of engine.chat!(req, prepared, signal)) {
           if (delta.type !== "done") timer.piece();
@@ -92,6 +102,13 @@ export async function completeChat(ctx: AppContext, scope: RequestScope, body: C
     },
     usage: (acc) => ({ promptTokens: acc.promptTokens, completionTokens: acc.completionTokens }),
   });
+  return { output, created };
+}
+
+/** §4.2 non-streaming: runs the generation to its end and returns the chat completion object. */
+export async function completeChat(ctx: AppContext, scope: RequestScope, body: ChatCompletionRequest): Promise<ChatCompletion> {
+  const { req } = toChatRequest(body, scope.auth.plan);
+  const { output: acc, created } = await collectChat(ctx, scope, body.model, req);
   const hasCalls = acc.toolCalls.length > 0;
   return {
     id: `chatcmpl-${randomUUID()}`,
@@ -115,53 +132,41 @@ export async function completeChat(ctx: AppContext, scope: RequestScope, body: C
   };
 }
 
+/** How a wire format writes a streamed generation; the runner below decides when each call happens. */
+export interface ChatStreamWriter {
+  /** Before the first delta (or at the end, when the generation produced none). */
+  start(): void;
+  /** Coalesced output (stream-batcher.ts). */
+  delta(delta: OutputDelta): void;
+  /** The generation ended: the closing events, then the stream ends. `output` holds the whole output and its usage. */
+  finish(reason: FinishReason, output: Accumulator): void;
+  /** An error after the stream began: the format's error event, then the stream ends. */
+  fail(error: AppError): void;
+}
+
 /**
- * §4.2 + §6 streaming. Nothing is written until the first delta (or a keep-alive while queued), so any error
- * before it is a normal JSON error (thrown to the error handler); after it, errors become the decisions.md error
- * frame, and an unexpected one is logged here, once, with the request id.
+ * Streams a chat request through the scheduler into a wire format's writer (§6). Nothing is written until the
+ * first delta (or a keep-alive while queued), so any error before it is a normal JSON error (thrown to the error
+ * handler); after it, errors go to `writer.fail`, and an unexpected one is logged here, once, with the request id.
  */
-export async function streamChat(ctx: AppContext, scope: RequestScope, body: ChatCompletionRequest, sse: SseStream): Promise<void> {
-  const { req } = toChatRequest(body, scope.auth.plan);
-  const includeUsage = body.stream_options?.include_usage === true;
-  const withLogprobs = req.topLogprobs !== null;
-  const id = `chatcmpl-${randomUUID()}`;
-  const created = Math.floor(Date.now() / 1000);
-  type Delta = ChatCompletionChunk["choices"][number]["delta"];
-  type Finish = ChatCompletionChunk["choices"][number]["finish_reason"];
-  const chunk = (delta: Delta, finishReason: Finish, logprobs?: TokenLogprob[]): ChatCompletionChunk => ({
-    id,
-    object: "chat.completion.chunk",
-    created,
-    model: body.model,
-    choices: [{ index: 0, delta, logprobs: withLogprobs && logprobs ? { content: logprobs } : null, finish_reason: finishReason }],
-    ...(includeUsage ? { usage: null } : {}),
-  });
+export async function streamChatTo(ctx: AppContext, scope: RequestScope, model: string, req: ChatRequest, sse: SseStream, writer: ChatStreamWriter): Promise<void> {
   const failStream = (err: unknown) => {
     const { appError, unexpected, disconnected } = toAppError(err);
     // A client that left has no error code: nobody was answered one.
     if (scope.outcome && !disconnected) scope.outcome.errorCode = appError.code;
     if (isClientDisconnect(err)) scope.log.debug("client disconnected during the stream");
     else if (unexpected) scope.log.error({ err }, "chat stream failed after the response was committed");
-    sse.fail(appError);
+    writer.fail(appError);
   };
 
   const run = async (engine: Engine, prepared: PreparedChat, signal: AbortSignal) => {
     const acc = new Accumulator();
-    const timer = new GenerationTimer(ctx.metrics, body.model, scope);
+    const timer = new GenerationTimer(ctx.metrics, model, scope);
     let started = false;
-    const batcher = new StreamBatcher((delta) => {
-      if (delta.type === "content") sse.send(chunk({ content: delta.text }, null, delta.logprobs ?? []));
-      else if (delta.type === "reasoning") sse.send(chunk({ reasoning_content: delta.text }, null));
-      else if (delta.id !== undefined) {
-        const call = { index: delta.index, id: delta.id, type: "function" as const, function: { name: delta.name ?? "", arguments: delta.arguments } };
-        sse.send(chunk({ tool_calls: [call] }, null));
-      } else sse.send(chunk({ tool_calls: [{ index: delta.index, function: { arguments: delta.arguments } }] }, null));
-    });
+    const batcher = new StreamBatcher((delta) => writer.delta(delta));
     const finish = (reason: FinishReason) => {
       batcher.flush();
-      sse.send(chunk({}, reason));
-      if (includeUsage) sse.send({ id, object: "chat.completion.chunk", created, model: body.model, choices: [], usage: usageOf(acc.promptTokens, acc.completionTokens) });
-      sse.done();
+      writer.finish(reason, acc);
     };
     try {
       for await (const delta of engine.chat!(req, prepared, signal)) {
@@ -170,13 +175,13 @@ export async function streamChat(ctx: AppContext, scope: RequestScope, body: Cha
         timer.piece();
         if (!started) {
           started = true;
-          sse.send(chunk({ role: "assistant", content: "" }, null));
+          writer.start();
         }
         batcher.add(delta);
       }
       if (!started) {
         started = true;
-        sse.send(chunk({ role: "assistant", content: "" }, null));
+        writer.start();
       }
       finish(acc.finishReason ?? "stop");
       timer.finish(acc.completionTokens);
@@ -197,7 +202,7 @@ export async function streamChat(ctx: AppContext, scope: RequestScope, body: Cha
 
   try {
     await runInference(ctx, scope, {
-      model: body.model,
+      model,
       chat: req,
       input: { kind: "chat", req },
       prepare: (engine, signal) => prepareChat(engine, req, scope.auth.plan, signal),
@@ -211,4 +216,40 @@ export async function streamChat(ctx: AppContext, scope: RequestScope, body: Cha
     sse.dispose();
     throw err;
   }
+}
+
+/** §4.2 + §6 streaming: chat completion chunks, the usage chunk when asked for, then `data: [DONE]`. */
+export async function streamChat(ctx: AppContext, scope: RequestScope, body: ChatCompletionRequest, sse: SseStream): Promise<void> {
+  const { req } = toChatRequest(body, scope.auth.plan);
+  const includeUsage = body.stream_options?.include_usage === true;
+  const withLogprobs = req.topLogprobs !== null;
+  const id = `chatcmpl-${randomUUID()}`;
+  const created = Math.floor(Date.now() / 1000);
+  type Delta = ChatCompletionChunk["choices"][number]["delta"];
+  type Finish = ChatCompletionChunk["choices"][number]["finish_reason"];
+  const chunk = (delta: Delta, finishReason: Finish, logprobs?: TokenLogprob[]): ChatCompletionChunk => ({
+    id,
+    object: "chat.completion.chunk",
+    created,
+    model: body.model,
+    choices: [{ index: 0, delta, logprobs: withLogprobs && logprobs ? { content: logprobs } : null, finish_reason: finishReason }],
+    ...(includeUsage ? { usage: null } : {}),
+  });
+  await streamChatTo(ctx, scope, body.model, req, sse, {
+    start: () => sse.send(chunk({ role: "assistant", content: "" }, null)),
+    delta: (delta) => {
+      if (delta.type === "content") sse.send(chunk({ content: delta.text }, null, delta.logprobs ?? []));
+      else if (delta.type === "reasoning") sse.send(chunk({ reasoning_content: delta.text }, null));
+      else if (delta.id !== undefined) {
+        const call = { index: delta.index, id: delta.id, type: "function" as const, function: { name: delta.name ?? "", arguments: delta.arguments } };
+        sse.send(chunk({ tool_calls: [call] }, null));
+      } else sse.send(chunk({ tool_calls: [{ index: delta.index, function: { arguments: delta.arguments } }] }, null));
+    },
+    finish: (reason, output) => {
+      sse.send(chunk({}, reason));
+      if (includeUsage) sse.send({ id, object: "chat.completion.chunk", created, model: body.model, choices: [], usage: usageOf(output.promptTokens, output.completionTokens) });
+      sse.done();
+    },
+    fail: (error) => sse.fail(error),
+  });
 }

@@ -1,5 +1,5 @@
 import type { Plan } from "../../config/app-config.ts";
-import type { ChatMessage, ChatRequest, ContentPart, ToolChoice } from "../../engines/engine.ts";
+import type { ChatMessage, ChatRequest, ContentPart, ToolChoice, ToolDefinition } from "../../engines/engine.ts";
 import { AppError } from "../../errors/app-error.ts";
 import type { ChatCompletionRequest, ChatMessageBody, ResponseFormatBody } from "./chat.schema.ts";
 import { decodeImagePart } from "./image-parts.ts";
@@ -9,7 +9,7 @@ export interface ImageRef {
   param: string;
 }
 
-function invalid(param: string, message: string): never {
+export function invalid(param: string, message: string): never {
   throw new AppError("invalid_parameter", { param, message });
 }
 
@@ -41,6 +41,26 @@ function toMessage(message: ChatMessageBody, i: number, images: ImageRef[]): Cha
   return { role, content };
 }
 
+/** The plan's output cap (`maxOutputTokens`) bounds the requested completion length. */
+export function checkOutputCap(maxTokens: number | null, param: string, plan: Plan): void {
+  if (maxTokens !== null && plan.maxOutputTokens !== null && maxTokens > plan.maxOutputTokens) {
+    invalid(param, `${param} may be at most ${plan.maxOutputTokens} on this plan.`);
+  }
+}
+
+/** Checks the declared tools (no name twice) and resolves `tool_choice` against them. */
+export function toToolChoice(tools: ToolDefinition[], nameParam: (i: number) => string, choice: ToolChoice | null | undefined): ToolChoice {
+  const names = new Set<string>();
+  tools.forEach((t, i) => {
+    if (names.has(t.name)) invalid(nameParam(i), `The function name '${t.name}' is declared twice.`);
+    names.add(t.name);
+  });
+  if (choice == null) return tools.length > 0 ? "auto" : "none";
+  if (typeof choice === "object" && !names.has(choice.name)) invalid("tool_choice", `tool_choice names '${choice.name}', which is not in tools.`);
+  if (choice === "required" && tools.length === 0) invalid("tool_choice", "tool_choice required needs tools.");
+  return choice;
+}
+
 /** `response_format` (chat) or `text.format` (responses) as the engine takes it; `param` names it in errors. */
 export function toResponseFormat(body: ResponseFormatBody | null | undefined, param: string): Pick<ChatRequest, "responseFormat" | "jsonSchema"> {
   const type = body?.type ?? "text";
@@ -61,30 +81,14 @@ export function toChatRequest(body: ChatCompletionRequest, plan: Plan): { req: C
 
   const maxTokensParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
   const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? null;
-  if (maxTokens !== null && plan.maxOutputTokens !== null && maxTokens > plan.maxOutputTokens) {
-    invalid(maxTokensParam, `${maxTokensParam} may be at most ${plan.maxOutputTokens} on this plan.`);
-  }
+  checkOutputCap(maxTokens, maxTokensParam, plan);
 
   if (body.top_logprobs != null && body.logprobs !== true) invalid("top_logprobs", "top_logprobs requires logprobs: true.");
   const format = toResponseFormat(body.response_format, "response_format");
 
   const tools = (body.tools ?? []).map((t) => ({ name: t.function.name, description: t.function.description, parameters: t.function.parameters }));
-  const names = new Set<string>();
-  tools.forEach((t, i) => {
-    if (names.has(t.name)) invalid(`tools[${i}].function.name`, `The function name '${t.name}' is declared twice.`);
-    names.add(t.name);
-  });
-  let toolChoice: ToolChoice = tools.length > 0 ? "auto" : "none";
   const choice = body.tool_choice;
-  if (choice != null) {
-    if (typeof choice === "object") {
-      if (!names.has(choice.function.name)) invalid("tool_choice", `tool_choice names '${choice.function.name}', which is not in tools.`);
-      toolChoice = { name: choice.function.name };
-    } else {
-      if (choice === "required" && tools.length === 0) invalid("tool_choice", "tool_choice required needs tools.");
-      toolChoice = choice;
-    }
-  }
+  const toolChoice = toToolChoice(tools, (i) => `tools[${i}].function.name`, typeof choice === "object" && choice ? { name: choice.function.name } : choice);
 
   const stop = body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop;
   return {

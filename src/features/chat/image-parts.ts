@@ -12,10 +12,10 @@ function startsWith(bytes: Uint8Array, magic: number[]): boolean {
 /**
  * Decodes an `image_url` part (§2.2): only base64 data URLs of PNG or JPEG images are accepted, and the bytes
  * must really be that format (checked by magic number). `param` names the part, e.g. `messages[0].content[1]`;
- * errors point at its `.image_url.url`.
+ * errors point at its URL, `urlParam` (chat's `.image_url.url`; the Responses API's `.image_url`).
  */
-export function decodeImagePart(url: string, param: string): ImagePart {
-  const at = `${param}.image_url.url`;
+export function decodeImagePart(url: string, param: string, urlParam = `${param}.image_url.url`): ImagePart {
+  const at = urlParam;
   if (!url.startsWith("data:")) {
     throw new AppError("invalid_parameter", {
       param: at,
@@ -38,5 +38,5 @@ export function decodeImagePart(url: string, param: string): ImagePart {
       message: `The data URL does not hold a valid ${mime === "image/png" ? "PNG" : "JPEG"} image.`,
     });
   }
-  return { type: "image", data, mime, param };
+  return { type: "image", data, mime, param, urlParam };
 }

@@ -152,8 +152,8 @@ interface LlavaProcessorConfig {
 type TemplatePart = { type: "image" } | { type: "text"; text: string };
 
 /** Chat messages in the shape chat templates expect, and the images in prompt order. */
-function toTemplate(messages: ChatMessage[]): { messages: { role: string; content: TemplatePart[] }[]; images: { data: Uint8Array; mime: string; param: string }[] } {
-  const images: { data: Uint8Array; mime: string; param: string }[] = [];
+function toTemplate(messages: ChatMessage[]): { messages: { role: string; content: TemplatePart[] }[]; images: { data: Uint8Array; mime: string; urlParam: string }[] } {
+  const images: { data: Uint8Array; mime: string; urlParam: string }[] = [];
   const out = messages.map((msg) => {
     // Templates of vision models know system/user/assistant; a tool result is shown to the model as user text.
     const role = msg.role === "tool" ? "user" : msg.role;
@@ -163,7 +163,7 @@ function toTemplate(messages: ChatMessage[]): { messages: { role: string; conten
       for (const part of msg.content) {
         if (part.type === "text") content.push({ type: "text", text: part.text });
         else {
-          images.push({ data: part.data, mime: part.mime, param: part.param });
+          images.push({ data: part.data, mime: part.mime, urlParam: part.urlParam });
           content.push({ type: "image" });
         }
       }
@@ -173,19 +173,19 @@ function toTemplate(messages: ChatMessage[]): { messages: { role: string; conten
   return { messages: out, images };
 }
 
-async function decodeImage(img: { data: Uint8Array; mime: string; param: string }): Promise<RawImage> {
+async function decodeImage(img: { data: Uint8Array; mime: string; urlParam: string }): Promise<RawImage> {
   try {
     const meta = await sharp(img.data).metadata();
     if ((meta.width ?? 0) * (meta.height ?? 0) > MAX_IMAGE_PIXELS) {
       throw new AppError("invalid_parameter", {
-        param: `${img.param}.image_url.url`,
+        param: img.urlParam,
         message: `The image is ${meta.width}x${meta.height} pixels; at most ${MAX_IMAGE_PIXELS} pixels are accepted.`,
       });
     }
     return await RawImage.fromBlob(new Blob([img.data as Uint8Array<ArrayBuffer>], { type: img.mime }));
   } catch (err) {
     if (err instanceof AppError) throw err;
-    throw new AppError("invalid_parameter", { param: `${img.param}.image_url.url`, message: `The image could not be decoded: ${(err as Error).message}` });
+    throw new AppError("invalid_parameter", { param: img.urlParam, message: `The image could not be decoded: ${(err as Error).message}` });
   }
 }
 

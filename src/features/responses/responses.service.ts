@@ -1,0 +1,30 @@
+import type { AppContext } from "../../app-context.ts";
+import type { SseStream } from "../../http/sse.ts";
+import { collectChat, streamChatTo } from "../chat/chat.service.ts";
+import type { RequestScope } from "../inference.ts";
+import { endStatus, outputItemsOf, ResponseHead } from "./response-object.ts";
+import { ResponseStreamWriter } from "./response-stream.ts";
+import type { CreateResponseRequest, ResponseObject } from "./responses.schema.ts";
+import { toResponseChatRequest } from "./responses.shape.ts";
+
+/** POST /v1/responses without stream: the generation runs on the chat path, and the output comes back as items. */
+export async function createResponse(ctx: AppContext, scope: RequestScope, body: CreateResponseRequest): Promise<ResponseObject> {
+  const { req } = toResponseChatRequest(body, scope.auth.plan);
+  const head = new ResponseHead(body);
+  const { output } = await collectChat(ctx, scope, body.model, req);
+  const reason = output.finishReason ?? "stop";
+  const status = endStatus(reason);
+  return head.snapshot(status, outputItemsOf(output, status), { output, finishReason: reason });
+}
+
+/** The writer whose `response.failed` ends this response's stream (the stream is built with its failure frame). */
+export function responseStreamWriter(body: CreateResponseRequest): ResponseStreamWriter {
+  return new ResponseStreamWriter(new ResponseHead(body));
+}
+
+/** POST /v1/responses with stream: true: the Responses API's event sequence (response-stream.ts). */
+export async function streamResponse(ctx: AppContext, scope: RequestScope, body: CreateResponseRequest, sse: SseStream, writer: ResponseStreamWriter): Promise<void> {
+  const { req } = toResponseChatRequest(body, scope.auth.plan);
+  writer.attach(sse);
+  await streamChatTo(ctx, scope, body.model, req, sse, writer);
+}
