@@ -2,10 +2,25 @@ import type { AuthContext } from "./auth-context.ts";
 import type { Endpoint } from "../config/config.schema.ts";
 import { AppError } from "../errors/app-error.ts";
 
+/** Compiled patterns: they come from plans and keys, so there are few; the cap only bounds a pathological store. */
+const compiled = new Map<string, RegExp | null>();
+const compiledMax = 10_000;
+
+function compile(pattern: string): RegExp | null {
+  let re = compiled.get(pattern);
+  if (re !== undefined) return re;
+  // null: no wildcard, matched by equality.
+  re = /[*?]/.test(pattern) ? new RegExp(`^${pattern.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".")}$`) : null;
+  if (compiled.size >= compiledMax) compiled.clear();
+  compiled.set(pattern, re);
+  return re;
+}
+
 /** Matches a model id against a glob pattern where `*` is any run of characters and `?` one character. */
 export function globMatch(pattern: string, value: string): boolean {
-  const source = pattern.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".");
-  return new RegExp(`^${source}$`).test(value);
+  if (pattern === "*") return true;
+  const re = compile(pattern);
+  return re === null ? pattern === value : re.test(value);
 }
 
 function modelAllowed(auth: AuthContext, modelId: string): boolean {

@@ -14,6 +14,7 @@ export interface EngineBuilder {
 /** The models this node serves, each with its runner. */
 export class ModelCatalog {
   private runners = new Map<string, ModelRunner>();
+  private listed: readonly ModelRunner[] | null = null;
   readonly created = Math.floor(Date.now() / 1000);
   /** Reloads apply one after the other. */
   private reloading: Promise<ReloadSummary> | null = null;
@@ -31,8 +32,9 @@ export class ModelCatalog {
     return new ModelRunner(entry, this.engines.support(entry), create, this.log, this.observer);
   }
 
-  list(): ModelRunner[] {
-    return [...this.runners.values()];
+  /** The runners, as one array per catalog state: a reload gives a new array, so callers may cache on its identity. */
+  list(): readonly ModelRunner[] {
+    return (this.listed ??= [...this.runners.values()]);
   }
 
   find(id: string): ModelRunner | undefined {
@@ -128,6 +130,7 @@ export class ModelCatalog {
       draining.push(runner.unload());
     }
     this.runners = next;
+    this.listed = null;
     this.log.info(summary, "model catalog reloaded");
     await Promise.all([...draining, ...loading]);
     return summary;

@@ -20,13 +20,20 @@ function callable(ctx: AppContext, auth: AuthContext, runner: ModelRunner): bool
   return inferenceEndpoints.some((endpoint) => caps.includes(endpoint) && endpointAllowed(auth, endpoint, ctx.config.deployment));
 }
 
+/**
+ * The list per key, kept while both its auth context (cached per key for about a second, plugins/auth.ts) and the
+ * catalog (a reload gives a new runner array) stay the same, so a client polling /v1/models costs one lookup.
+ */
+const listed = new WeakMap<AuthContext, { runners: readonly ModelRunner[]; list: ModelList }>();
+
 /** §4.1: the models this key may call on this node. */
 export function listModels(ctx: AppContext, auth: AuthContext): ModelList {
-  const data = ctx.catalog
-    .list()
-    .filter((runner) => callable(ctx, auth, runner))
-    .map((runner) => toModel(ctx, runner));
-  return { object: "list", data };
+  const runners = ctx.catalog.list();
+  const hit = listed.get(auth);
+  if (hit?.runners === runners) return hit.list;
+  const list: ModelList = { object: "list", data: runners.filter((runner) => callable(ctx, auth, runner)).map((runner) => toModel(ctx, runner)) };
+  listed.set(auth, { runners, list });
+  return list;
 }
 
 export function retrieveModel(ctx: AppContext, auth: AuthContext, id: string): Model {
