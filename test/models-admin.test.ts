@@ -133,9 +133,9 @@ test("issue 9.4 admin load goes through `loading` (requests get 503 model_loadin
   const engines = new EngineRegistry([
     {
       ...llamaKind,
-      create: async (entry: ModelEntry) => {
+      create: async (entry: ModelEntry, log) => {
         await gate;
-        return llamaKind.create(entry);
+        return llamaKind.create(entry, log);
       },
     },
   ]);

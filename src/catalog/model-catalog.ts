@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { ModelEntry } from "../config/app-config.ts";
 import type { Engine, EngineSupport } from "../engines/engine.ts";
+import type { EngineLog } from "../engines/engine-kind.ts";
 import { AppError } from "../errors/app-error.ts";
 import { ModelRunner, type RunnerObserver, type RunnerStats } from "../scheduler/model-runner.ts";
 import { missingFilesMessage } from "./model-files.ts";
@@ -8,7 +9,7 @@ import { missingFilesMessage } from "./model-files.ts";
 /** What the catalog needs of the engine registry: what an entry's engine can do, and how to build it. */
 export interface EngineBuilder {
   support(entry: ModelEntry): EngineSupport;
-  create(entry: ModelEntry): Promise<Engine>;
+  create(entry: ModelEntry, log: EngineLog): Promise<Engine>;
 }
 
 /** The models this node serves, each with its runner. */
@@ -28,7 +29,7 @@ export class ModelCatalog {
     for (const entry of entries) this.runners.set(entry.id, this.runnerFor(entry));
   }
 
-  private runnerFor(entry: ModelEntry, create: (entry: ModelEntry) => Promise<Engine> = (e) => this.engines.create(e)): ModelRunner {
+  private runnerFor(entry: ModelEntry, create: (entry: ModelEntry) => Promise<Engine> = (e) => this.engines.create(e, this.log.child({ model: e.id }))): ModelRunner {
     return new ModelRunner(entry, this.engines.support(entry), create, this.log, this.observer);
   }
 
@@ -112,7 +113,7 @@ export class ModelCatalog {
         draining.push(drained);
         runner = this.runnerFor(entry, async (e) => {
           await drained;
-          return this.engines.create(e);
+          return this.engines.create(e, this.log.child({ model: e.id }));
         });
         summary.changed.push(entry.id);
         // A replaced model that was serving comes back without waiting for a request.

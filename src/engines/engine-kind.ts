@@ -1,6 +1,10 @@
 import type { TObject } from "@sinclair/typebox";
+import type { BaseLogger } from "pino";
 import type { ModelEntry } from "../config/app-config.ts";
 import type { Engine, EngineSupport } from "./engine.ts";
+
+/** Where an engine reports what no request sees (a supervised process that crashed and restarts). */
+export type EngineLog = Pick<BaseLogger, "info" | "warn" | "error">;
 
 /**
  * One kind of engine (`engine: llama` in the config): its own config fields, what the engine built for an entry
@@ -21,5 +25,5 @@ export interface EngineKind {
   /** Hub refs `modelgate pull` fetches along with the entry's own files (whisper's Silero VAD). */
   companionRefs?(entry: ModelEntry): string[];
   /** Builds the engine; implementations import their heavy libraries lazily. */
-  create(entry: ModelEntry): Promise<Engine>;
+  create(entry: ModelEntry, log: EngineLog): Promise<Engine>;
 }

@@ -1,7 +1,8 @@
 import type { ModelEntry } from "../config/app-config.ts";
 import type { EngineKinds } from "../config/engine-kinds.ts";
 import { unsupportedCapabilities } from "./capabilities.ts";
-import type { EngineKind } from "./engine-kind.ts";
+import type { EngineKind, EngineLog } from "./engine-kind.ts";
+import { llamaServerKind } from "./llama-server/llama-server.kind.ts";
 import type { Engine, EngineSupport } from "./engine.ts";
 import { llamaKind } from "./llama/llama.kind.ts";
 import { onnxKind } from "./onnx/onnx.kind.ts";
@@ -67,12 +68,12 @@ export class EngineRegistry implements EngineKinds {
     return this.kinds.get(entry.engine)?.companionRefs?.(entry) ?? [];
   }
 
-  create(entry: ModelEntry): Promise<Engine> {
-    return this.kind(entry.engine).create(entry);
+  create(entry: ModelEntry, log: EngineLog): Promise<Engine> {
+    return this.kind(entry.engine).create(entry, log);
   }
 }
 
 /** The engines every node has. */
 export function builtInEngines(): EngineRegistry {
-  return new EngineRegistry([llamaKind, onnxKind, upstreamKind]);
+  return new EngineRegistry([llamaKind, onnxKind, upstreamKind, llamaServerKind]);
 }

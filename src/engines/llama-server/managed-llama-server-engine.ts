@@ -1,0 +1,129 @@
+import type { ModelEntry } from "../../config/app-config.ts";
+import { parseDuration } from "../../config/duration.ts";
+import { AppError } from "../../errors/app-error.ts";
+import type { EngineLog } from "../engine-kind.ts";
+import type {
+  ChatDelta,
+  ChatRequest,
+  EmbedRequest,
+  EmbedResult,
+  Engine,
+  EngineSupport,
+  PreparedChat,
+  PreparedEmbed,
+  PreparedRerank,
+  RerankRequest,
+  RerankResult,
+} from "../engine.ts";
+import type { MemberStats } from "../upstream/pool-member.ts";
+import { UpstreamEngine } from "../upstream/upstream-engine.ts";
+import type { UpstreamOptions } from "../upstream/upstream.kind.ts";
+import { LlamaServerProcess } from "./llama-server-process.ts";
+import { llamaServerKind, llamaServerOptions } from "./llama-server.kind.ts";
+
+/** The llama-server flags for an entry: the model, one slot per `parallel`, each with the entry's context. */
+export function llamaServerArgs(entry: ModelEntry): string[] {
+  const options = llamaServerOptions(entry);
+  const threads = String(options.threads ?? 1);
+  // -c is the whole KV cache, shared out over the -np slots: contextSize each.
+  const context = entry.contextSize === null ? "0" : String(entry.contextSize * entry.parallel);
+  const role = entry.capabilities.includes("chat") ? ["--jinja"] : entry.capabilities.includes("rerank") ? ["--reranking"] : ["--embeddings"];
+  return ["-m", entry.path!, "-np", String(entry.parallel), "-c", context, "-t", threads, "-tb", threads, "--no-webui", ...role, ...(options.args ?? [])];
+}
+
+/**
+ * `engine: llama-server`: Modelgate runs llama.cpp's own server for the model, one process on a loopback port, and
+ * relays through the upstream engine's client (so prompt counting, context errors, §7 mapping, stall timeouts and
+ * aborts are the upstream engine's). Loading starts the process and waits for /health (the runner answers
+ * 503 model_loading meanwhile); a crash is restarted with backoff, and requests in between get 503 model_loading.
+ */
+export class ManagedLlamaServerEngine implements Engine {
+  readonly support: EngineSupport;
+  private process: LlamaServerProcess | null = null;
+  private relay: UpstreamEngine | null = null;
+
+  constructor(
+    private readonly entry: ModelEntry,
+    private readonly log: EngineLog,
+  ) {
+    this.support = llamaServerKind.support(entry);
+  }
+
+  get contextSize(): number | null {
+    return this.relay?.contextSize ?? this.entry.contextSize;
+  }
+
+  /** The process's pid and restarts (the admin view and tests read them). */
+  get processInfo(): { pid: number | null; restarts: number; port: number } | null {
+    return this.process ? { pid: this.process.pid, restarts: this.process.restarts, port: this.process.port } : null;
+  }
+
+  async load(signal?: AbortSignal): Promise<void> {
+    const options = llamaServerOptions(this.entry);
+    this.process = await LlamaServerProcess.start(
+      { binary: options.binary, args: llamaServerArgs(this.entry), startTimeoutMs: parseDuration(options.startTimeout ?? "120s") },
+      this.log,
+      signal,
+    );
+    const relay: UpstreamOptions = {
+      upstreams: [{ url: `${this.process.origin}/v1`, model: this.entry.id, maxInFlight: this.entry.parallel }],
+      protocol: "openai",
+      tokenize: this.entry.capabilities.includes("chat") ? "llama-server" : "none",
+      // One local process: a failure is not retried elsewhere, and its breaker must not outlast a restart.
+      retry: { attempts: 1 },
+      breaker: { failures: 1_000_000 },
+      health: { interval: "2s" },
+    };
+    this.relay = new UpstreamEngine({ ...this.entry, engine: "upstream", options: relay });
+    await this.relay.load();
+  }
+
+  async unload(): Promise<void> {
+    await this.relay?.unload();
+    await this.process?.stop();
+    this.relay = null;
+    this.process = null;
+  }
+
+  upstreamStats(): MemberStats[] {
+    return this.relay?.upstreamStats() ?? [];
+  }
+
+  takeUpstreamLatencies(): Map<string, number[]> {
+    return this.relay?.takeUpstreamLatencies() ?? new Map();
+  }
+
+  /** The relay, or 503 model_loading while the process restarts after a crash. */
+  private running(): UpstreamEngine {
+    const process = this.process;
+    if (!this.relay || !process) throw new AppError("model_loading", { message: `The model '${this.entry.id}' is not loaded.`, retryAfterMs: 1000 });
+    if (!process.ready) {
+      throw new AppError("model_loading", { message: `The model '${this.entry.id}' is restarting after its llama-server exited.`, retryAfterMs: process.retryAfterMs });
+    }
+    return this.relay;
+  }
+
+  prepareChat(req: ChatRequest, signal?: AbortSignal): Promise<PreparedChat> {
+    return this.running().prepareChat(req, signal);
+  }
+
+  chat(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
+    return this.running().chat(req, prepared, signal);
+  }
+
+  prepareEmbed(): PreparedEmbed {
+    return this.running().prepareEmbed();
+  }
+
+  embed(req: EmbedRequest, prepared: PreparedEmbed, signal: AbortSignal): Promise<EmbedResult> {
+    return this.running().embed(req, prepared, signal);
+  }
+
+  prepareRerank(): PreparedRerank {
+    return this.running().prepareRerank();
+  }
+
+  rerank(req: RerankRequest, prepared: PreparedRerank, signal: AbortSignal): Promise<RerankResult> {
+    return this.running().rerank(req, prepared, signal);
+  }
+}

@@ -1,0 +1,117 @@
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import path from "node:path";
+import OpenAI from "openai";
+import { startServer, modelsDir, type TestServer } from "./helpers/server.ts";
+import { llamaServerBinary } from "./helpers/llama-server.ts";
+import { apiErrorOf, errorOf } from "./helpers/errors.ts";
+import { readSse } from "./helpers/sse.ts";
+import type { ManagedLlamaServerEngine } from "../src/engines/llama-server/managed-llama-server-engine.ts";
+
+/**
+ * `engine: llama-server`: Modelgate runs a real llama-server (built by ../shared/tools/peers/build-llama-server.sh)
+ * per model and relays to it; the whole contract holds on top.
+ */
+let srv: TestServer;
+let key: string;
+let client: OpenAI;
+
+const stories = path.join(modelsDir, "stories260K.gguf");
+const forged = path.join(modelsDir, "forged/stories260K-chatml-tools.gguf");
+
+before(async () => {
+  const binary = llamaServerBinary();
+  srv = await startServer({
+    models: [
+      { id: "managed", engine: "llama-server", binary, source: stories, capabilities: ["chat"], contextSize: 256, parallel: 2, threads: 1, load: "lazy" },
+      { id: "managed-json", engine: "llama-server", binary, source: forged, capabilities: ["chat", "json"], contextSize: 2048, parallel: 1, threads: 1 },
+      { id: "managed-embed", engine: "llama-server", binary, source: path.join(modelsDir, "forged/bert-embed-tiny.gguf"), capabilities: ["embeddings"], parallel: 1 },
+    ],
+  });
+  key = (await srv.createKey()).key;
+  client = srv.openai(key, { maxRetries: 0 });
+});
+
+after(async () => {
+  await srv?.close();
+});
+
+const engineOf = (id: string) => srv.server.ctx.catalog.get(id).loadedEngine() as ManagedLlamaServerEngine | null;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+test("llama-server engine: 503 model_loading while the process starts, then chat, streamed and not, with usage", async () => {
+  const first = await srv.post("/v1/chat/completions", { model: "managed", messages: [{ role: "user", content: "Once upon a time" }], max_tokens: 8 }, { key });
+  const error = await errorOf(first);
+  assert.equal(error.status, 503);
+  assert.equal(error.code, "model_loading");
+  assert.ok(Number(first.headers.get("retry-after")) >= 1);
+
+  for (let i = 0; i < 100 && !engineOf("managed"); i++) await sleep(100);
+  const res = await client.chat.completions.create({ model: "managed", messages: [{ role: "user", content: "Once upon a time" }], max_tokens: 12, temperature: 0 });
+  assert.equal(res.object, "chat.completion");
+  assert.ok(res.choices[0]!.message.content!.length > 0);
+  assert.equal(res.usage!.completion_tokens, 12);
+  assert.ok(res.usage!.prompt_tokens > 0);
+
+  const stream = await srv.post("/v1/chat/completions", { model: "managed", messages: [{ role: "user", content: "Once upon a time" }], max_tokens: 12, temperature: 0, stream: true }, { key });
+  const { events, done } = await readSse(stream);
+  assert.ok(done);
+  const text = events.map((e) => e.choices?.[0]?.delta?.content ?? "").join("");
+  assert.equal(text, res.choices[0]!.message.content, "temperature 0: the stream says what the completion said");
+});
+
+test("llama-server engine: context_length_exceeded counted before the call (contextSize is per sequence)", async () => {
+  const long = "Once upon a time there was a little girl. ".repeat(40);
+  const err = await apiErrorOf(client.chat.completions.create({ model: "managed", messages: [{ role: "user", content: long }], max_tokens: 8 }));
+  assert.equal(err.status, 400);
+  assert.equal(err.code, "context_length_exceeded");
+});
+
+test("llama-server engine: response_format json_schema is enforced by llama-server's grammar", async () => {
+  const json = await client.chat.completions.create({
+    model: "managed-json",
+    messages: [{ role: "user", content: "A colour" }],
+    max_tokens: 60,
+    response_format: { type: "json_schema", json_schema: { name: "c", schema: { type: "object", properties: { colour: { type: "string", enum: ["red", "blue"] } }, required: ["colour"] } } },
+  });
+  assert.ok(["red", "blue"].includes((JSON.parse(json.choices[0]!.message.content!) as { colour: string }).colour));
+});
+
+test("llama-server engine: embeddings from a --embeddings process; image inputs are the capability 400", async () => {
+  const res = await client.embeddings.create({ model: "managed-embed", input: ["a cat and a dog", "the park"] });
+  assert.equal(res.data.length, 2);
+  assert.equal(res.data[0]!.embedding.length, 64);
+  const png = "data:image/png;base64," + Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]).toString("base64");
+  const error = await errorOf(
+    await srv.post("/v1/chat/completions", { model: "managed", messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: png } }] }] }, { key }),
+  );
+  assert.deepEqual([error.status, error.code, error.param], [400, "invalid_parameter", "messages[0].content[0]"]);
+});
+
+test("llama-server engine: a crashed process gets 503 model_loading, is restarted with backoff, and serves again", async () => {
+  const engine = engineOf("managed")!;
+  const before = engine.processInfo!;
+  process.kill(before.pid!, "SIGKILL");
+  for (let i = 0; i < 50 && engine.processInfo!.pid === before.pid && (await srv.get("/healthz")).ok; i++) {
+    const res = await srv.post("/v1/chat/completions", { model: "managed", messages: [{ role: "user", content: "Hi" }], max_tokens: 4 }, { key });
+    if (res.status === 503) {
+      const error = await errorOf(res);
+      assert.equal(error.code, "model_loading");
+      break;
+    }
+    await res.arrayBuffer();
+    await sleep(20);
+  }
+  let answered = false;
+  for (let i = 0; i < 100 && !answered; i++) {
+    const res = await srv.post("/v1/chat/completions", { model: "managed", messages: [{ role: "user", content: "Hi" }], max_tokens: 4 }, { key });
+    answered = res.status === 200;
+    await res.arrayBuffer();
+    if (!answered) await sleep(100);
+  }
+  assert.ok(answered, "the model serves again after the restart");
+  const after = engine.processInfo!;
+  assert.equal(after.restarts, 1);
+  assert.notEqual(after.pid, before.pid);
+  assert.equal(after.port, before.port, "restarted on the same loopback port");
+});
