@@ -178,6 +178,14 @@ export interface RefusedCombination {
   message: string;
 }
 
+/** How much of the prompts an engine took from its KV cache instead of evaluating them (prefix reuse across turns). */
+export interface PromptCacheStats {
+  /** Prompt tokens of the chats run. */
+  promptTokens: number;
+  /** Of those, the tokens already in the chosen sequence's cache. */
+  reusedTokens: number;
+}
+
 /** One upstream of an engine that forwards to other servers, as the admin API and /readyz show it. */
 export interface UpstreamStats {
   url: string;
@@ -219,4 +227,6 @@ export interface Engine {
   upstreamStats?(): UpstreamStats[];
   /** Times to an upstream's answer (seconds) since the last call, per upstream URL, for the latency histogram. */
   takeUpstreamLatencies?(): Map<string, number[]>;
+  /** Prompt tokens served from the KV cache, for engines that keep one per sequence (diagnostics and metrics). */
+  promptCacheStats?(): PromptCacheStats;
 }

@@ -85,6 +85,22 @@ export class Metrics {
       },
     });
 
+    for (const [name, help, field] of [
+      ["modelgate_prompt_tokens_evaluated_total", "Prompt tokens of chats on engines with a KV cache per sequence", "promptTokens"],
+      ["modelgate_prompt_tokens_cached_total", "Of those, tokens reused from the sequence's KV cache (cache hit ratio = cached / evaluated)", "reusedTokens"],
+    ] as const) {
+      new Counter({
+        name,
+        help,
+        labelNames: ["model"],
+        registers,
+        collect() {
+          this.reset();
+          for (const s of runners()) if (s.promptCache) this.inc({ model: s.id }, s.promptCache[field]);
+        },
+      });
+    }
+
     const gauge = (name: string, help: string, labelNames: string[], fill: (g: Gauge<string>, stats: RunnerStats[]) => void) =>
       new Gauge({
         name,

@@ -53,6 +53,17 @@ export const observabilityPlugin = fp(
       }
       return found;
     };
+    // The limiter outcomes per plan (null: the per-address limiter), looked up once each, as above.
+    const limiterCounters = new Map<string, Counter.Internal>();
+    const limiterSeries = (plan: string | null, outcome: "limited" | "allowed") => {
+      const key = `${plan ?? ""}\u0000${outcome}`;
+      let found = limiterCounters.get(key);
+      if (!found) {
+        found = plan === null ? metrics.anonymousLimit.labels({ outcome }) : metrics.rateLimit.labels({ plan, outcome });
+        limiterCounters.set(key, found);
+      }
+      return found;
+    };
     app.decorateRequest("outcome", null as unknown as RequestOutcome);
     app.addHook("onRequest", async (request, reply) => {
       request.outcome = {
@@ -86,10 +97,9 @@ export const observabilityPlugin = fp(
       duration.observe(ms / 1000);
       if (status === 413) metrics.tooLarge.inc({ endpoint });
       const auth = request.auth;
-      if (auth) metrics.rateLimit.inc({ plan: auth.plan.name, outcome: code === "rate_limit_exceeded" ? "limited" : "allowed" });
-      else if (request.routeOptions.url?.startsWith("/v1") || status === 401) {
-        metrics.anonymousLimit.inc({ outcome: code === "rate_limit_exceeded" ? "limited" : "allowed" });
-      }
+      const limited = code === "rate_limit_exceeded" ? "limited" : "allowed";
+      if (auth) limiterSeries(auth.plan.name, limited).inc();
+      else if (request.routeOptions.url?.startsWith("/v1") || status === 401) limiterSeries(null, limited).inc();
       request.log.info(
         {
           method: request.method,

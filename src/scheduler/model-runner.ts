@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from "fastify";
 import { locateModelFiles, missingFilesMessage } from "../catalog/model-files.ts";
 import type { ModelEntry } from "../config/app-config.ts";
-import type { Engine, EngineSupport, UpstreamStats } from "../engines/engine.ts";
+import type { Engine, EngineSupport, PromptCacheStats, UpstreamStats } from "../engines/engine.ts";
 import { DeadlineExceeded } from "../errors/aborts.ts";
 import { AppError } from "../errors/app-error.ts";
 import { FairQueue } from "./fair-queue.ts";
@@ -20,6 +20,8 @@ export interface RunnerStats {
   error: string | null;
   /** For engines that forward to other servers: each upstream's health and load. */
   upstreams?: UpstreamStats[];
+  /** For engines that reuse cached prompt prefixes: prompt tokens run and how many came from the cache. */
+  promptCache?: PromptCacheStats;
 }
 
 /** Scheduler events for metrics (src/metrics): queue waits, loads and unloads. */
@@ -118,6 +120,7 @@ export class ModelRunner {
       preparing: this.preparing,
       error: this.lastError,
       ...(this.engine?.upstreamStats ? { upstreams: this.engine.upstreamStats() } : {}),
+      ...(this.engine?.promptCacheStats ? { promptCache: this.engine.promptCacheStats() } : {}),
     };
   }
 

@@ -12,7 +12,7 @@ import {
 import type { ModelEntry } from "../../config/app-config.ts";
 import { fitContextWindow } from "../context-window.ts";
 import { AppError } from "../../errors/app-error.ts";
-import type { ChatDelta, ChatRequest, EmbedRequest, EmbedResult, Engine, PreparedChat, PreparedEmbed } from "../engine.ts";
+import type { ChatDelta, ChatRequest, EmbedRequest, EmbedResult, Engine, PreparedChat, PreparedEmbed, PromptCacheStats } from "../engine.ts";
 import { toChatHistory } from "./chat-history.ts";
 import { DeltaQueue } from "./delta-queue.ts";
 import { llamaChatSupport, llamaOptions } from "./llama.kind.ts";
@@ -59,6 +59,7 @@ export class LlamaEngine implements Engine {
    * reuse a shared prompt prefix still in the sequence's KV cache.
    */
   private freeSequences: LlamaContextSequence[] = [];
+  private readonly promptCache: PromptCacheStats = { promptTokens: 0, reusedTokens: 0 };
 
   constructor(readonly entry: ModelEntry) {
     this.capabilities = new Set(entry.capabilities);
@@ -120,6 +121,38 @@ export class LlamaEngine implements Engine {
     this.model = null;
   }
 
+  /**
+   * Lends the free sequence that best keeps the KV cache useful: the one sharing the longest prefix with the prompt
+   * (a conversation's next turn then evaluates only its new tokens, LlamaChat and the logprobs loop keep the
+   * matching prefix), weighed against the cached tokens it would throw away, so one-off requests churn the
+   * sequences holding little and a long conversation's cache survives them. Among equals, the most recently freed.
+   */
+  private takeSequence(prompt: Token[]): LlamaContextSequence {
+    let best = -1;
+    let bestScore = -Infinity;
+    let bestShared = 0;
+    for (let i = this.freeSequences.length - 1; i >= 0; i--) {
+      const sequence = this.freeSequences[i]!;
+      const shared = sequence.compareContextTokens(prompt).firstDifferentIndex;
+      // A cached token lost counts a quarter of one saved: it may never be asked for again.
+      const score = shared - (sequence.contextTokens.length - shared) / 4;
+      if (score > bestScore) {
+        best = i;
+        bestScore = score;
+        bestShared = shared;
+      }
+    }
+    if (best < 0) throw new Error(`model ${this.entry.id}: no free sequence (the scheduler admits at most parallel=${this.entry.parallel})`);
+    this.promptCache.promptTokens += prompt.length;
+    // At least the last prompt token is evaluated again: generation needs its logits.
+    this.promptCache.reusedTokens += Math.min(bestShared, prompt.length - 1);
+    return this.freeSequences.splice(best, 1)[0]!;
+  }
+
+  promptCacheStats(): PromptCacheStats {
+    return { ...this.promptCache };
+  }
+
   /** Free sequences in the chat context (for tests and stats). */
   get sequencesLeft(): number {
     return this.freeSequences.length;
@@ -150,8 +183,7 @@ export class LlamaEngine implements Engine {
     const { wrapper } = this.ready();
     const { plan } = prepared as LlamaPreparedChat;
     signal.throwIfAborted();
-    const sequence = this.freeSequences.pop();
-    if (!sequence) throw new Error(`model ${this.entry.id}: no free sequence (the scheduler admits at most parallel=${this.entry.parallel})`);
+    const sequence = this.takeSequence((prepared as LlamaPreparedChat).tokens);
     if (req.topLogprobs !== null) {
       try {
         yield* sampleWithLogprobs({

@@ -68,9 +68,11 @@ function logprobOf(p: number): number {
 export async function* sampleWithLogprobs(run: LogprobRun): AsyncGenerator<ChatDelta> {
   const { model, sequence } = run;
   const random = prng(run.seed ?? Math.floor(Math.random() * 2 ** 32));
-  await sequence.clearHistory();
+  // Keep what the sequence already holds of the prompt, but always evaluate its last token (its distribution is
+  // the first step's).
+  await sequence.adaptStateToTokens(run.promptTokens.slice(0, -1), false);
   const iterator = sequence.evaluateWithMetadata(
-    run.promptTokens,
+    run.promptTokens.slice(sequence.nextTokenIndex),
     { probabilities: true },
     { temperature: 1, topK: 0, topP: 1, minP: 0, yieldEogToken: true },
   );

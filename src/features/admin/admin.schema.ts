@@ -145,6 +145,16 @@ export const AdminModel = Type.Object(
     sizeBytes: Type.Union([Type.Integer(), Type.Null()]),
     pullCommand: Type.Union([Type.String(), Type.Null()]),
     upstreams: Type.Optional(Type.Array(UpstreamView, { description: "engine upstream: each upstream of the pool" })),
+    promptCache: Type.Optional(
+      Type.Object(
+        {
+          promptTokens: Type.Integer({ description: "Prompt tokens of the chats run since load" }),
+          reusedTokens: Type.Integer({ description: "Of those, tokens found in the chosen sequence's KV cache (not evaluated again)" }),
+          hitRatio: Type.Union([Type.Number(), Type.Null()], { description: "reusedTokens / promptTokens; null before any chat" }),
+        },
+        { description: "engine llama: prefix reuse across conversation turns" },
+      ),
+    ),
   },
   { $id: "AdminModel" },
 );

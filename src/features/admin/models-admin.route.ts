@@ -38,6 +38,9 @@ function view(runner: ModelRunner): Static<typeof AdminModel> {
     sizeBytes: entry.path && runner.filesPresent() ? sizeOnDisk(entry.path) : null,
     pullCommand: runner.filesPresent() ? null : pullCommandFor(entry),
     ...(stats.upstreams ? { upstreams: stats.upstreams } : {}),
+    ...(stats.promptCache
+      ? { promptCache: { ...stats.promptCache, hitRatio: stats.promptCache.promptTokens > 0 ? stats.promptCache.reusedTokens / stats.promptCache.promptTokens : null } }
+      : {}),
   };
 }
 
