@@ -23,6 +23,9 @@ import { ReasoningChatWrapper } from "./forced-call-wrapper.ts";
 import { buildGenerationPlan, type GenerationPlan } from "./generation-plan.ts";
 import { sampleWithLogprobs } from "./logprob-sampler.ts";
 
+/** Chats after which an unused sequence's cached tokens count half as much when choosing one to overwrite. */
+const cacheHalfLife = 8;
+
 /** Sampling defaults when neither the request nor the catalog entry sets them (OpenAI's own defaults). */
 export const defaultTemperature = 1;
 export const defaultTopP = 1;
@@ -60,6 +63,9 @@ export class LlamaEngine implements Engine {
    */
   private freeSequences: LlamaContextSequence[] = [];
   private readonly promptCache: PromptCacheStats = { promptTokens: 0, reusedTokens: 0 };
+  /** Chats started, the clock of `lastUsed` (when each sequence was last lent). */
+  private chatsStarted = 0;
+  private readonly lastUsed = new Map<LlamaContextSequence, number>();
 
   constructor(readonly entry: ModelEntry) {
     this.capabilities = new Set(entry.capabilities);
@@ -116,6 +122,7 @@ export class LlamaEngine implements Engine {
     this.embedder = null;
     this.context = null;
     this.freeSequences = [];
+    this.lastUsed.clear();
     this.wrapper = null;
     this.baseWrapper = null;
     this.model = null;
@@ -123,19 +130,22 @@ export class LlamaEngine implements Engine {
 
   /**
    * Lends the free sequence that best keeps the KV cache useful: the one sharing the longest prefix with the prompt
-   * (a conversation's next turn then evaluates only its new tokens, LlamaChat and the logprobs loop keep the
-   * matching prefix), weighed against the cached tokens it would throw away, so one-off requests churn the
-   * sequences holding little and a long conversation's cache survives them. Among equals, the most recently freed.
+   * (a conversation's next turn then evaluates only its new tokens; LlamaChat and the logprobs loop keep the
+   * matching prefix), weighed against the cached tokens it would throw away, valued less the longer ago they were
+   * used. One-off requests then churn the sequences holding little or stale content, and a live conversation's
+   * cache survives them. Among equals, the most recently freed.
    */
   private takeSequence(prompt: Token[]): LlamaContextSequence {
+    const now = ++this.chatsStarted;
     let best = -1;
     let bestScore = -Infinity;
     let bestShared = 0;
     for (let i = this.freeSequences.length - 1; i >= 0; i--) {
       const sequence = this.freeSequences[i]!;
       const shared = sequence.compareContextTokens(prompt).firstDifferentIndex;
-      // A cached token lost counts a quarter of one saved: it may never be asked for again.
-      const score = shared - (sequence.contextTokens.length - shared) / 4;
+      // A cached token lost counts a quarter of one saved, halved for every cacheHalfLife chats since its last use.
+      const age = now - (this.lastUsed.get(sequence) ?? 0);
+      const score = shared - ((sequence.contextTokens.length - shared) / 4) * 0.5 ** (age / cacheHalfLife);
       if (score > bestScore) {
         best = i;
         bestScore = score;
@@ -146,7 +156,9 @@ export class LlamaEngine implements Engine {
     this.promptCache.promptTokens += prompt.length;
     // At least the last prompt token is evaluated again: generation needs its logits.
     this.promptCache.reusedTokens += Math.min(bestShared, prompt.length - 1);
-    return this.freeSequences.splice(best, 1)[0]!;
+    const chosen = this.freeSequences.splice(best, 1)[0]!;
+    this.lastUsed.set(chosen, now);
+    return chosen;
   }
 
   promptCacheStats(): PromptCacheStats {
