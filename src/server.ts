@@ -24,6 +24,9 @@ import adminScope from "./scopes/admin.scope.ts";
 import publicScope from "./scopes/public.scope.ts";
 import fallbackScope from "./scopes/fallback.scope.ts";
 import metricsScope from "./scopes/metrics.scope.ts";
+import consoleScope from "./scopes/console.scope.ts";
+import cookie from "@fastify/cookie";
+import { ConsoleSessions } from "./auth/console-sessions.ts";
 import { Metrics } from "./metrics/metrics.ts";
 import { observabilityPlugin } from "./plugins/observability.ts";
 import { startTracing } from "./telemetry/tracing.ts";
@@ -115,6 +118,9 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   app.decorate("routeTable", routeTable);
   app.addHook("onRoute", (route) => routeTable.add(route.method, route.url, route.schema));
 
+  await app.register(cookie);
+  app.decorate("consoleSessions", new ConsoleSessions());
+  app.decorateRequest("adminActor", null);
   await app.register(requestIdPlugin);
   if (config.observability) await app.register(observabilityPlugin, { metrics });
   await app.register(proxyPlugin, { trustProxy: config.server.trustProxy });
@@ -126,6 +132,7 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   await registerOpenApi(app);
   await app.register(v1Scope, { prefix: "/v1" });
   await app.register(adminScope, { prefix: "/admin/v1" });
+  await app.register(consoleScope);
   await app.register(publicScope);
   if (config.observability) await app.register(metricsScope);
   await app.register(fallbackScope);

@@ -87,7 +87,7 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       assert.equal((await s.fetch(`${s.baseURL}/models`, { headers: bearer(key) })).status, 200);
       const store = await openStore(s.config, silentLogger());
       try {
-        await revokeKey(store, id);
+        await revokeKey(store, id, { actor: "cli" });
       } finally {
         await store.close();
       }
@@ -222,7 +222,7 @@ test("a key created on one store is not valid with another secret (HMAC under th
     let key: string;
     try {
       const account = await store.accounts.insert({ id: "acct_x", name: "x", plan: "default", allowIps: [], contacts: [], createdAt: new Date().toISOString() });
-      key = (await createKeyRecord(store, { account: account.id })).key;
+      key = (await createKeyRecord(store, { account: account.id }, { actor: "cli" })).key;
     } finally {
       await store.close();
     }

@@ -170,7 +170,7 @@ test("issue 15 fuzz corpus: every route in the route table, with valid and broke
   let requests = 0;
   const started = Date.now();
   for (const route of routes) {
-    const admin = route.url.startsWith("/admin/") || route.url === "/metrics";
+    const admin = route.url.startsWith("/admin/") || route.url.startsWith("/console/api/") || route.url === "/metrics";
     const credentials = fc.oneof(
       { weight: 6, arbitrary: fc.constant(admin ? adminToken : key) },
       { weight: 1, arbitrary: fc.constantFrom("", "mg_garbage", admin ? key : adminToken, "Basic abc") },
@@ -191,7 +191,9 @@ test("issue 15 fuzz corpus: every route in the route table, with valid and broke
       { seed, numRuns: 300, endOnFailure: true },
     );
   }
-  for (const route of routes) assert.ok((pastAuth.get(route.url) ?? 0) >= 100, `${route.method} ${route.url}: ${pastAuth.get(route.url)} cases past auth`);
+  // The console's login takes the token in its body and its session check a cookie: no header credential passes them.
+  const byHeader = routes.filter((r) => r.url !== "/console/api/login" && r.url !== "/console/api/session");
+  for (const route of byHeader) assert.ok((pastAuth.get(route.url) ?? 0) >= 100, `${route.method} ${route.url}: ${pastAuth.get(route.url)} cases past auth`);
   const seconds = (Date.now() - started) / 1000;
   assert.ok(requests >= 2000, `${requests} requests`);
   console.log(`fuzz corpus: ${requests} requests over ${routes.length} routes in ${seconds.toFixed(1)} s; statuses ${JSON.stringify(Object.fromEntries([...statuses].sort((a, b) => a[0] - b[0])))}`);

@@ -80,4 +80,30 @@ describe("modelgate accounts | keys | usage against a running server's store", (
     assert.equal(missing.code, 1);
     assert.equal(missing.json.error.code, "not_found");
   });
+  test("--on-behalf-of must be a registered contact; `modelgate audit` shows CLI, admin API and console operations alike", async () => {
+    const account = await cli("accounts", "create", "support-co", "--contact", "cto@support.example", "--on-behalf-of", "cto@support.example");
+    assert.equal(account.code, 0, account.stderr);
+    const refused = await cli("keys", "create", "--account", "support-co", "--on-behalf-of", "intruder@evil.example");
+    assert.equal(refused.code, 1);
+    assert.match(refused.json.error.message, /"intruder@evil\.example" is not a registered contact of account "support-co" \(registered: cto@support\.example\)/);
+    const key = await cli("keys", "create", "--account", "support-co", "--on-behalf-of", "cto@support.example");
+    assert.equal(key.code, 0, key.stderr);
+    const revoked = await cli("keys", "revoke", key.json.id);
+    assert.equal(revoked.code, 0, revoked.stderr);
+
+    const audit = await cli("audit", "--account", "support-co");
+    assert.equal(audit.code, 0, audit.stderr);
+    assert.deepEqual(
+      audit.json.map((e: { action: string; actor: string; onBehalfOf: string | null; keyId: string | null }) => [e.action, e.actor, e.onBehalfOf, e.keyId]),
+      [
+        ["key.revoke", "cli", null, key.json.id],
+        ["key.create", "cli", "cto@support.example", key.json.id],
+        ["account.create", "cli", "cto@support.example", null],
+      ],
+    );
+    assert.ok(!JSON.stringify(audit.json).includes(key.json.key.slice(11)), "no key value in the audit log");
+    const text = await runCli(["audit", "--account", "support-co", "--action", "key.create", "--config", configFile]);
+    assert.match(text.stdout, /key\.create\s+\S+/);
+    assert.doesNotMatch(text.stdout, /key\.revoke/);
+  });
 });

@@ -213,7 +213,7 @@ test("§3 a revoked key through the openai client is AuthenticationError invalid
   assert.ok((await srv.openai(doomed).models.list()).data.length >= 1);
   const store = await openStore(srv.config, silentLogger());
   try {
-    await revokeKey(store, id);
+    await revokeKey(store, id, { actor: "cli" });
   } finally {
     await store.close();
   }

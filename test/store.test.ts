@@ -11,6 +11,8 @@ import { hashKey } from "../src/keys/key-secret.ts";
 import { freshPostgres, silentLogger } from "./helpers/keys.ts";
 import { tempDir } from "./helpers/server.ts";
 
+/** The audit context of operations made here (as the CLI makes them). */
+const cli = { actor: "cli" as const };
 const plans = { dedicated: { ipAllowlist: true, rateLimit: { requests: 5, window: "1s" } } };
 
 async function configs(): Promise<{ name: string; config: AppConfig; cleanup(): Promise<void> }[]> {
@@ -29,6 +31,42 @@ after(async () => {
 
 for (const { name, config } of all) {
   describe(`store on ${name}`, () => {
+    test("audit log: every key and account operation is recorded with its actor, on_behalf_of and never a key value; the log is append-only", async () => {
+      const store = await openStore(config, silentLogger());
+      try {
+        const support = { actor: "admin-token" as const, onBehalfOf: "cto@audit.example", source: "203.0.113.9" };
+        const account = await createAccount(store, config, { name: `audit-${name}`, contacts: ["cto@audit.example"] }, support);
+        const key = await createKey(store, { account: account.id, name: "ci" }, { actor: "console", source: "127.0.0.1" });
+        const rotated = await rotateKey(store, key.id, cli);
+        await revokeKey(store, key.id, support);
+        await updateAccount(store, config, account.id, { plan: "dedicated" }, { actor: "cli", onBehalfOf: "cto@audit.example" });
+        await assert.rejects(createKey(store, { account: account.id }, { actor: "cli", onBehalfOf: "mallory@evil.example" }), /not a registered contact of account/);
+
+        const entries = await store.audit.list({ account: account.id });
+        assert.deepEqual(
+          entries.map((e) => [e.action, e.actor, e.onBehalfOf, e.keyId, e.source]).reverse(),
+          [
+            ["account.create", "admin-token", "cto@audit.example", null, "203.0.113.9"],
+            ["key.create", "console", null, key.id, "127.0.0.1"],
+            ["key.rotate", "cli", null, rotated.id, null],
+            ["key.revoke", "admin-token", "cto@audit.example", key.id, "203.0.113.9"],
+            ["account.update", "cli", "cto@audit.example", null, null],
+          ],
+        );
+        assert.deepEqual(entries.find((e) => e.action === "key.rotate")!.detail, { replaces: key.id, prefix: rotated.prefix });
+        const rows = JSON.stringify(await store.db.selectFrom("audit_log").selectAll().execute());
+        for (const value of [key.key, rotated.key]) assert.ok(!rows.includes(value.slice(11)), "no key value in the audit log");
+
+        // The refused create wrote neither a key nor an entry.
+        assert.equal((await listKeys(store, account.id)).length, 2);
+        await assert.rejects(store.db.updateTable("audit_log").set({ actor: "cli" }).where("account_id", "=", account.id).execute(), /append-only/);
+        await assert.rejects(store.db.deleteFrom("audit_log").where("account_id", "=", account.id).execute(), /append-only/);
+        assert.equal((await store.audit.list({ account: account.id })).length, 5);
+      } finally {
+        await store.close();
+      }
+    });
+
     test("migrations run once and are idempotent across opens", async () => {
       const a = await openStore(config, silentLogger());
       await a.close();
@@ -44,9 +82,9 @@ for (const { name, config } of all) {
     test("§3 create, rotate, revoke: the key value is stored only as an HMAC", async () => {
       const store = await openStore(config, silentLogger());
       try {
-        const account = await createAccount(store, config, { name: `acme-${name}`, plan: "dedicated", allowIps: ["10.0.0.0/8", "2001:db8::/32"], contacts: ["ops@acme.example"] });
+        const account = await createAccount(store, config, { name: `acme-${name}`, plan: "dedicated", allowIps: ["10.0.0.0/8", "2001:db8::/32"], contacts: ["ops@acme.example"] }, cli);
         assert.deepEqual(account.allowIps, ["10.0.0.0/8", "2001:db8::/32"]);
-        const key = await createKey(store, { account: account.name, models: ["qwen*"], endpoints: ["chat", "models"], deployment: "dedicated-a" });
+        const key = await createKey(store, { account: account.name, models: ["qwen*"], endpoints: ["chat", "models"], deployment: "dedicated-a" }, cli);
         assert.match(key.key, /^mg_/);
         assert.equal(key.account, account.id);
         const raw = await store.db.selectFrom("api_keys").selectAll().where("id", "=", key.id).executeTakeFirstOrThrow();
@@ -58,17 +96,17 @@ for (const { name, config } of all) {
         assert.deepEqual(found?.key.models, ["qwen*"]);
         assert.equal(found?.account.plan, "dedicated");
 
-        const rotated = await rotateKey(store, key.id);
+        const rotated = await rotateKey(store, key.id, cli);
         assert.notEqual(rotated.key, key.key);
         assert.deepEqual([rotated.models, rotated.endpoints, rotated.deployment, rotated.account], [["qwen*"], ["chat", "models"], "dedicated-a", account.id]);
         const keys = await listKeys(store, account.name);
         assert.deepEqual(keys.map((k) => k.revokedAt), [null, null], "old key stays active after rotation");
 
-        const revoked = await revokeKey(store, key.id);
+        const revoked = await revokeKey(store, key.id, cli);
         assert.ok(revoked.revokedAt);
-        const again = await revokeKey(store, key.id);
+        const again = await revokeKey(store, key.id, cli);
         assert.equal(again.revokedAt, revoked.revokedAt, "revocation is permanent and keeps its time");
-        await assert.rejects(rotateKey(store, key.id), LifecycleError);
+        await assert.rejects(rotateKey(store, key.id, cli), LifecycleError);
       } finally {
         await store.close();
       }
@@ -77,15 +115,15 @@ for (const { name, config } of all) {
     test("account validation: unknown plan, bad CIDR, allowlist on a plan without it", async () => {
       const store = await openStore(config, silentLogger());
       try {
-        await assert.rejects(createAccount(store, config, { name: `x-${name}`, plan: "nope" }), /unknown plan/);
-        await assert.rejects(createAccount(store, config, { name: `x-${name}`, plan: "dedicated", allowIps: ["10.0.0.0/40"] }), /invalid CIDR/);
-        await assert.rejects(createAccount(store, config, { name: `x-${name}`, allowIps: ["10.0.0.0/8"] }), /does not include IP allowlisting/);
-        const a = await createAccount(store, config, { name: `y-${name}` });
+        await assert.rejects(createAccount(store, config, { name: `x-${name}`, plan: "nope" }, cli), /unknown plan/);
+        await assert.rejects(createAccount(store, config, { name: `x-${name}`, plan: "dedicated", allowIps: ["10.0.0.0/40"] }, cli), /invalid CIDR/);
+        await assert.rejects(createAccount(store, config, { name: `x-${name}`, allowIps: ["10.0.0.0/8"] }, cli), /does not include IP allowlisting/);
+        const a = await createAccount(store, config, { name: `y-${name}` }, cli);
         assert.equal(a.plan, "default");
-        await assert.rejects(createAccount(store, config, { name: `y-${name}` }), /already exists/);
-        const updated = await updateAccount(store, config, a.id, { plan: "dedicated", allowIps: ["192.0.2.0/24"] });
+        await assert.rejects(createAccount(store, config, { name: `y-${name}` }, cli), /already exists/);
+        const updated = await updateAccount(store, config, a.id, { plan: "dedicated", allowIps: ["192.0.2.0/24"] }, cli);
         assert.deepEqual([updated.plan, updated.allowIps], ["dedicated", ["192.0.2.0/24"]]);
-        await assert.rejects(createKey(store, { account: a.id, endpoints: ["chat", "images"] }), /unknown endpoint/);
+        await assert.rejects(createKey(store, { account: a.id, endpoints: ["chat", "images"] }, cli), /unknown endpoint/);
       } finally {
         await store.close();
       }
@@ -95,8 +133,8 @@ for (const { name, config } of all) {
       const store = await openStore(config, silentLogger());
       const recorder = new UsageRecorder(store, silentLogger());
       try {
-        const account = await createAccount(store, config, { name: `usage-${name}` });
-        const key = await createKey(store, { account: account.id });
+        const account = await createAccount(store, config, { name: `usage-${name}` }, cli);
+        const key = await createKey(store, { account: account.id }, cli);
         for (let i = 0; i < 3; i++) recorder.record({ keyId: key.id, accountId: account.id, model: "m1", endpoint: "chat", promptTokens: 10, completionTokens: 5 });
         recorder.record({ keyId: key.id, accountId: account.id, model: "e1", endpoint: "embeddings", promptTokens: 7, completionTokens: 0 });
         await recorder.flush();

@@ -1,11 +1,14 @@
 import { CliError, type CliContext, type Command, type CommandResult } from "./command.ts";
 import { createAccount, listAccounts, updateAccount, type AccountView } from "../keys/lifecycle.ts";
-import { list, options, str, table, usageError, withStore } from "./store-support.ts";
+import { cliAudit, list, options, str, table, usageError, withStore } from "./store-support.ts";
 
 const usage = `usage:
-  modelgate accounts create NAME [--plan P] [--allow-ip CIDR,...] [--contact EMAIL,...] [--json]
-  modelgate accounts update NAME|ID [--plan P] [--allow-ip CIDR,...|--clear-allow-ip] [--contact EMAIL,...] [--rename NEW] [--json]
+  modelgate accounts create NAME [--plan P] [--allow-ip CIDR,...] [--contact EMAIL,...] [--on-behalf-of EMAIL] [--json]
+  modelgate accounts update NAME|ID [--plan P] [--allow-ip CIDR,...|--clear-allow-ip] [--contact EMAIL,...] [--rename NEW] [--on-behalf-of EMAIL] [--json]
   modelgate accounts list [--json]
+
+--on-behalf-of EMAIL: the change is made at the request of this registered contact of the account (support); it
+goes into the audit log, and an address the account has not registered is refused.
 
 example:
   modelgate accounts create acme --plan default --allow-ip 10.0.0.0/8`;
@@ -27,23 +30,23 @@ export const accountsCommand: Command = {
     const [sub, ...rest] = args;
     switch (sub) {
       case "create": {
-        const { options: o, positionals } = options(rest, { plan: "string", "allow-ip": "string", contact: "string" }, usage);
+        const { options: o, positionals } = options(rest, { plan: "string", "allow-ip": "string", contact: "string", "on-behalf-of": "string" }, usage);
         if (positionals.length !== 1) throw new CliError("invalid_argument", `accounts create needs exactly one NAME\n${usage}`);
         const account = await withStore(ctx, (store) =>
-          createAccount(store, ctx.config, { name: positionals[0], plan: str(o.plan), allowIps: list(o["allow-ip"]), contacts: list(o.contact) }),
+          createAccount(store, ctx.config, { name: positionals[0], plan: str(o.plan), allowIps: list(o["allow-ip"]), contacts: list(o.contact) }, cliAudit(o)),
         );
         return { json: shape(account), text: `created ${describe(account)}` };
       }
       case "update": {
         const { options: o, positionals } = options(
           rest,
-          { plan: "string", "allow-ip": "string", "clear-allow-ip": "boolean", contact: "string", rename: "string" },
+          { plan: "string", "allow-ip": "string", "clear-allow-ip": "boolean", contact: "string", rename: "string", "on-behalf-of": "string" },
           usage,
         );
         if (positionals.length !== 1) throw new CliError("invalid_argument", `accounts update needs exactly one NAME or ID\n${usage}`);
         const allowIps = o["clear-allow-ip"] ? [] : list(o["allow-ip"]);
         const account = await withStore(ctx, (store) =>
-          updateAccount(store, ctx.config, positionals[0], { plan: str(o.plan), allowIps, contacts: list(o.contact), name: str(o.rename) }),
+          updateAccount(store, ctx.config, positionals[0], { plan: str(o.plan), allowIps, contacts: list(o.contact), name: str(o.rename) }, cliAudit(o)),
         );
         return { json: shape(account), text: `updated ${describe(account)}` };
       }

@@ -1,13 +1,16 @@
 import { CliError, type CliContext, type Command, type CommandResult } from "./command.ts";
 import { createKey, listKeys, revokeKey, rotateKey, type CreatedKey } from "../keys/lifecycle.ts";
 import { RedisRevocationBus } from "../keys/revocation-bus.ts";
-import { list, options, str, table, usageError, withStore } from "./store-support.ts";
+import { cliAudit, list, options, str, table, usageError, withStore } from "./store-support.ts";
 
 const usage = `usage:
-  modelgate keys create --account NAME|ID [--name N] [--models p1,p2] [--endpoints chat,embeddings,transcriptions,rerank,models] [--deployment D] [--json]
+  modelgate keys create --account NAME|ID [--name N] [--models p1,p2] [--endpoints chat,embeddings,transcriptions,rerank,models] [--deployment D] [--on-behalf-of EMAIL] [--json]
   modelgate keys list [--account NAME|ID] [--json]
-  modelgate keys rotate ID [--json]     a second key with the same account, scopes and deployment; the old one stays active
-  modelgate keys revoke ID [--json]     permanent
+  modelgate keys rotate ID [--on-behalf-of EMAIL] [--json]     a second key with the same account, scopes and deployment; the old one stays active
+  modelgate keys revoke ID [--on-behalf-of EMAIL] [--json]     permanent
+
+--on-behalf-of EMAIL: the operation is done at the request of this registered contact of the account (support);
+it goes into the audit log, and an address the account has not registered is refused.
 
 example:
   modelgate keys create --account acme --name ci --endpoints chat,embeddings`;
@@ -32,12 +35,12 @@ export const keysCommand: Command = {
     const [sub, ...rest] = args;
     switch (sub) {
       case "create": {
-        const { options: o, positionals } = options(rest, { account: "string", name: "string", models: "string", endpoints: "string", deployment: "string" }, usage);
+        const { options: o, positionals } = options(rest, { account: "string", name: "string", models: "string", endpoints: "string", deployment: "string", "on-behalf-of": "string" }, usage);
         if (positionals.length) throw new CliError("invalid_argument", `unexpected argument ${positionals[0]}\n${usage}`);
         const account = str(o.account);
         if (!account) throw new CliError("invalid_argument", `keys create needs --account NAME|ID\n${usage}`);
         const key = await withStore(ctx, (store) =>
-          createKey(store, { account, name: str(o.name), models: list(o.models), endpoints: list(o.endpoints), deployment: str(o.deployment) }),
+          createKey(store, { account, name: str(o.name), models: list(o.models), endpoints: list(o.endpoints), deployment: str(o.deployment) }, cliAudit(o)),
         );
         return created(key, "created");
       }
@@ -63,17 +66,17 @@ export const keysCommand: Command = {
         return { json: keys, text: keys.length ? table(rows) : "no keys" };
       }
       case "rotate": {
-        const { positionals } = options(rest, {}, usage);
-        const key = await withStore(ctx, (store) => rotateKey(store, one(positionals, "rotate")));
+        const { options: o, positionals } = options(rest, { "on-behalf-of": "string" }, usage);
+        const key = await withStore(ctx, (store) => rotateKey(store, one(positionals, "rotate"), cliAudit(o)));
         return created(key, "rotated: new");
       }
       case "revoke": {
-        const { positionals } = options(rest, {}, usage);
+        const { options: o, positionals } = options(rest, { "on-behalf-of": "string" }, usage);
         const result = await withStore(ctx, async (store) => {
           // With Redis, every running replica drops the key at once instead of within its cache time.
           const bus = ctx.config.redisUrl ? await RedisRevocationBus.connect(ctx.config.redisUrl).catch(() => null) : null;
           try {
-            return await revokeKey(store, one(positionals, "revoke"), bus);
+            return await revokeKey(store, one(positionals, "revoke"), cliAudit(o), bus);
           } finally {
             await bus?.close();
           }

@@ -11,6 +11,7 @@ const commands: Record<string, () => Promise<Command>> = {
   keys: async () => (await import("./keys.ts")).keysCommand,
   accounts: async () => (await import("./accounts.ts")).accountsCommand,
   usage: async () => (await import("./usage.ts")).usageCommand,
+  audit: async () => (await import("./audit.ts")).auditCommand,
   models: async () => (await import("./models.ts")).modelsCommand,
   pull: async () => (await import("./pull.ts")).pullCommand,
 };
@@ -22,6 +23,7 @@ commands:
   accounts create|update|list ...        manage accounts
   keys create|list|rotate|revoke ...     manage API keys
   usage [--account A]                    show recorded usage
+  audit [--account A] [--action X]       show the audit log of account and key operations
   models list                            show configured models and their local state
   pull [<ref>] [--dtype D]               download models from the Hugging Face hub
   help [<command>]                       this text, or a command's options and an example

@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from "fastify";
 import { CliError, type CliContext } from "./command.ts";
 import { parseOptions } from "./args.ts";
 import { openStore, type Store } from "../store/store.ts";
-import { LifecycleError } from "../keys/lifecycle.ts";
+import { LifecycleError, type AuditContext } from "../keys/lifecycle.ts";
 
 /** Opens the store with a silent logger, runs `fn`, closes the store; lifecycle errors become CLI errors. */
 export async function withStore<T>(ctx: CliContext, fn: (store: Store) => Promise<T>): Promise<T> {
@@ -51,4 +51,9 @@ export function table(rows: string[][]): string {
 export function usageError(sub: string | undefined, usage: string): CliError {
   if (sub === undefined || sub === "--help" || sub === "-h" || sub === "help") return new CliError("usage", usage);
   return new CliError("invalid_argument", `unknown subcommand "${sub}"\n${usage}`);
+}
+
+/** The audit context of a CLI operation: actor `cli`, and the `--on-behalf-of` contact when given. */
+export function cliAudit(o: Record<string, string | boolean | undefined>): AuditContext {
+  return { actor: "cli", onBehalfOf: str(o["on-behalf-of"]) ?? null, source: null };
 }

@@ -10,6 +10,7 @@ import transcriptionRoutes from "./transcription/transcription.route.ts";
 import modelsAdminRoutes from "./admin/models-admin.route.ts";
 import tokenizeRoutes from "./tokenize/tokenize.route.ts";
 import responsesRoutes from "./responses/responses.route.ts";
+import consoleRoutesOfPages from "./console/console.route.ts";
 
 type Routes = (app: FastifyInstance) => Promise<void>;
 
@@ -18,6 +19,9 @@ export const v1Routes: Routes[] = [modelsRoutes, openapiRoutes, chatRoutes, resp
 
 /** Routes under /admin/v1 (paths relative to it): the admin token (src/scopes/admin.scope.ts). */
 export const adminRoutes: Routes[] = [adminRoutesOfAccounts, modelsAdminRoutes];
+
+/** The web console: its page and files, and the login (src/scopes/console.scope.ts). */
+export const consoleRoutes: Routes[] = [consoleRoutesOfPages];
 
 /** Routes that take no credentials (src/scopes/public.scope.ts). */
 export const publicRoutes: Routes[] = [healthRoutes];

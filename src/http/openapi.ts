@@ -19,6 +19,8 @@ import {
   KeySchema,
   RevokedKeySchema,
   UsageList,
+  DailyUsageList,
+  AuditList,
 } from "../features/admin/admin.schema.ts";
 
 /**
@@ -49,6 +51,8 @@ const components: TSchema[] = [
   CreatedKeySchema,
   RevokedKeySchema,
   UsageList,
+  DailyUsageList,
+  AuditList,
   AdminModel,
   AdminModelList,
 ];

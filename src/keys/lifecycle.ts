@@ -2,7 +2,8 @@ import { allEndpoints, type Endpoint } from "../config/config.schema.ts";
 import type { AppConfig } from "../config/app-config.ts";
 import type { Account } from "../store/accounts.repo.ts";
 import type { ApiKeyRecord } from "../store/keys.repo.ts";
-import type { Store } from "../store/store.ts";
+import type { AuditActor } from "../store/audit.repo.ts";
+import type { Store, StoreTransaction } from "../store/store.ts";
 import { isStoreUnreachable } from "../store/store-health.ts";
 import type { RevocationBus } from "./revocation-bus.ts";
 import { parseCidr } from "./ip-allowlist.ts";
@@ -45,6 +46,49 @@ export interface KeyInput {
   models?: string[] | null;
   endpoints?: string[] | null;
   deployment?: string | null;
+}
+
+/** Who asks for an operation, for the audit log: every account and key change is recorded with it. */
+export interface AuditContext {
+  actor: AuditActor;
+  /** A registered contact of the account the operation is done for (support acting on an emailed request). */
+  onBehalfOf?: string | null;
+  /** The client address of an HTTP call. */
+  source?: string | null;
+}
+
+/** `onBehalfOf`, checked against the account's registered contacts (refused otherwise, naming them). */
+function onBehalfOf(by: AuditContext, account: { name: string; contacts: string[] }): string | null {
+  const email = by.onBehalfOf?.trim() || null;
+  if (email !== null && !account.contacts.includes(email)) {
+    const registered = account.contacts.length > 0 ? account.contacts.join(", ") : "none";
+    throw new LifecycleError("invalid_parameter", "on_behalf_of", `"${email}" is not a registered contact of account "${account.name}" (registered: ${registered})`);
+  }
+  return email;
+}
+
+/** Runs an operation's writes and its audit entry in one transaction: both land, or neither. */
+async function audited<T>(
+  store: Store,
+  by: AuditContext,
+  entry: { action: string; onBehalfOf: string | null; accountId: (result: T) => string; keyId?: (result: T) => string; detail?: (result: T) => Record<string, unknown> | null },
+  write: (tx: StoreTransaction) => Promise<T>,
+): Promise<T> {
+  return store.transaction(async (tx) => {
+    const result = await write(tx);
+    await tx.audit.append({
+      id: newId("aud"),
+      at: now(),
+      actor: by.actor,
+      onBehalfOf: entry.onBehalfOf,
+      action: entry.action,
+      accountId: entry.accountId(result),
+      keyId: entry.keyId?.(result) ?? null,
+      source: by.source ?? null,
+      detail: entry.detail?.(result) ?? null,
+    });
+    return result;
+  });
 }
 
 const namePattern = /^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/;
@@ -102,7 +146,7 @@ export async function findAccount(store: Store, idOrName: string): Promise<Accou
   return account;
 }
 
-export async function createAccount(store: Store, config: AppConfig, input: AccountInput): Promise<AccountView> {
+export async function createAccount(store: Store, config: AppConfig, input: AccountInput, by: AuditContext): Promise<AccountView> {
   const name = input.name?.trim() ?? "";
   if (!namePattern.test(name) || name.startsWith("acct_")) {
     throw new LifecycleError("invalid_parameter", "name", `invalid account name "${name}" (letters, digits, . _ @ -; up to 64)`);
@@ -112,12 +156,15 @@ export async function createAccount(store: Store, config: AppConfig, input: Acco
   const allowIps = checkAllowIps(config, plan, input.allowIps ?? []);
   const contacts = checkContacts(input.contacts ?? []);
   if (await store.accounts.find(name)) throw new LifecycleError("invalid_parameter", "name", `account "${name}" already exists`);
-  const account = await store.accounts.insert({ id: newId("acct"), name, plan, allowIps, contacts, createdAt: now() });
-  return account;
+  const asked = onBehalfOf(by, { name, contacts });
+  return audited(store, by, { action: "account.create", onBehalfOf: asked, accountId: (a) => a.id, detail: (a) => ({ name: a.name, plan: a.plan }) }, (tx) =>
+    tx.accounts.insert({ id: newId("acct"), name, plan, allowIps, contacts, createdAt: now() }),
+  );
 }
 
-export async function updateAccount(store: Store, config: AppConfig, idOrName: string, input: AccountInput): Promise<AccountView> {
+export async function updateAccount(store: Store, config: AppConfig, idOrName: string, input: AccountInput, by: AuditContext): Promise<AccountView> {
   const account = await findAccount(store, idOrName);
+  const asked = onBehalfOf(by, account);
   const plan = input.plan ?? account.plan;
   checkPlan(config, plan);
   const allowIps = checkAllowIps(config, plan, input.allowIps ?? account.allowIps);
@@ -128,8 +175,11 @@ export async function updateAccount(store: Store, config: AppConfig, idOrName: s
     if (!namePattern.test(name) || name.startsWith("acct_")) throw new LifecycleError("invalid_parameter", "name", `invalid account name "${name}"`);
     if (await store.accounts.find(name)) throw new LifecycleError("invalid_parameter", "name", `account "${name}" already exists`);
   }
-  await store.accounts.update(account.id, { name, plan, allowIps, contacts });
-  return (await store.accounts.find(account.id))!;
+  const changed = Object.entries({ name, plan: input.plan, allowIps: input.allowIps, contacts }).filter(([, v]) => v !== undefined).map(([k]) => k);
+  return audited(store, by, { action: "account.update", onBehalfOf: asked, accountId: () => account.id, detail: () => ({ changed }) }, async (tx) => {
+    await tx.accounts.update(account.id, { name, plan, allowIps, contacts });
+    return (await tx.accounts.find(account.id))!;
+  });
 }
 
 export async function listAccounts(store: Store): Promise<AccountView[]> {
@@ -159,9 +209,9 @@ function checkScopes(input: KeyInput): { models: string[] | null; endpoints: End
   return { models, endpoints, deployment };
 }
 
-async function insertKey(store: Store, account: Account, fields: ReturnType<typeof checkScopes> & { name: string | null }): Promise<CreatedKey> {
+async function insertKey(tx: StoreTransaction, keySecret: Buffer, account: Account, fields: ReturnType<typeof checkScopes> & { name: string | null }): Promise<CreatedKey> {
   const key = generateKey();
-  const record = await store.keys.insert(
+  const record = await tx.keys.insert(
     {
       id: newId("key"),
       accountId: account.id,
@@ -174,7 +224,7 @@ async function insertKey(store: Store, account: Account, fields: ReturnType<type
       lastUsedAt: null,
       revokedAt: null,
     },
-    hashKey(store.keySecret, key),
+    hashKey(keySecret, key),
   );
   return {
     id: record.id,
@@ -190,10 +240,13 @@ async function insertKey(store: Store, account: Account, fields: ReturnType<type
   };
 }
 
-export async function createKey(store: Store, input: KeyInput): Promise<CreatedKey> {
+export async function createKey(store: Store, input: KeyInput, by: AuditContext): Promise<CreatedKey> {
   const account = await findAccount(store, input.account);
   const scopes = checkScopes(input);
-  return insertKey(store, account, { ...scopes, name: input.name?.trim() || null });
+  const asked = onBehalfOf(by, account);
+  return audited(store, by, { action: "key.create", onBehalfOf: asked, accountId: () => account.id, keyId: (k) => k.id, detail: (k) => ({ prefix: k.prefix, name: k.name }) }, (tx) =>
+    insertKey(tx, store.keySecret, account, { ...scopes, name: input.name?.trim() || null }),
+  );
 }
 
 async function findKey(store: Store, id: string): Promise<ApiKeyRecord> {
@@ -203,11 +256,14 @@ async function findKey(store: Store, id: string): Promise<ApiKeyRecord> {
 }
 
 /** A second key with the same account, scopes and deployment; the old key stays active until revoked. */
-export async function rotateKey(store: Store, id: string): Promise<CreatedKey> {
+export async function rotateKey(store: Store, id: string, by: AuditContext): Promise<CreatedKey> {
   const old = await findKey(store, id);
   if (old.revokedAt) throw new LifecycleError("invalid_parameter", "id", `key "${id}" is revoked; create a new key instead`);
   const account = await findAccount(store, old.accountId);
-  return insertKey(store, account, { models: old.models, endpoints: old.endpoints, deployment: old.deployment, name: old.name });
+  const asked = onBehalfOf(by, account);
+  return audited(store, by, { action: "key.rotate", onBehalfOf: asked, accountId: () => account.id, keyId: (k) => k.id, detail: (k) => ({ replaces: old.id, prefix: k.prefix }) }, (tx) =>
+    insertKey(tx, store.keySecret, account, { models: old.models, endpoints: old.endpoints, deployment: old.deployment, name: old.name }),
+  );
 }
 
 /** Permanent. Revoking an already revoked key answers its original revocation time. */
@@ -216,11 +272,14 @@ export async function rotateKey(store: Store, id: string): Promise<CreatedKey> {
  * database is unreachable, a revocation can still be made with a bus: it takes effect on every replica at once
  * and is written when the database returns (`pending: true`).
  */
-export async function revokeKey(store: Store, id: string, bus: RevocationBus | null = null): Promise<{ id: string; revokedAt: string; pending?: boolean }> {
+export async function revokeKey(store: Store, id: string, by: AuditContext, bus: RevocationBus | null = null): Promise<{ id: string; revokedAt: string; pending?: boolean }> {
   const at = now();
   try {
-    await findKey(store, id);
-    const key = await store.keys.revoke(id, at);
+    const found = await findKey(store, id);
+    const asked = onBehalfOf(by, await findAccount(store, found.accountId));
+    const key = await audited(store, by, { action: "key.revoke", onBehalfOf: asked, accountId: () => found.accountId, keyId: () => id, detail: () => ({ prefix: found.prefix }) }, (tx) =>
+      tx.keys.revoke(id, at),
+    );
     await bus?.publish(id, key!.revokedAt!).catch(() => {});
     return { id, revokedAt: key!.revokedAt! };
   } catch (err) {

@@ -3,6 +3,8 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { AppError } from "../errors/app-error.ts";
 import { bearerToken } from "../http/bearer.ts";
 import "../http/fastify-types.ts";
+import "@fastify/cookie";
+import { consoleCookie, csrfMatches } from "../auth/console-sessions.ts";
 
 function digest(text: string): Buffer {
   return createHash("sha256").update(text).digest();
@@ -15,8 +17,38 @@ function digest(text: string): Buffer {
  * anonymous limiter first, so guessing the token is rate limited like guessing keys; every admin answer carries
  * that limiter's headers.
  */
-export function authenticateAdmin(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-  return authenticateToken(request, reply, [request.server.ctx.config.adminToken], "The admin API is disabled: no adminToken is configured.");
+export async function authenticateAdmin(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  const sessionId = request.cookies?.[consoleCookie];
+  const sentToken = request.headers.authorization !== undefined || request.headers["x-admin-token"] !== undefined;
+  if (sessionId && !sentToken) return authenticateConsole(request, reply, sessionId);
+  await authenticateToken(request, reply, [request.server.ctx.config.adminToken], "The admin API is disabled: no adminToken is configured.");
+  request.adminActor = "admin-token";
+}
+
+const safeMethods = new Set(["GET", "HEAD", "OPTIONS"]);
+
+/**
+ * The console's login cookie instead of the token: valid while its session lasts, and every call that changes
+ * something must carry the session's X-CSRF-Token (a cross-site form cannot read it). Refusals count against the
+ * per-address limiter like a wrong token.
+ */
+async function authenticateConsole(request: FastifyRequest, reply: FastifyReply, sessionId: string): Promise<void> {
+  const session = request.server.consoleSessions.get(sessionId);
+  const refuse = async (message: string): Promise<never> => {
+    await request.server.limits.anonymous(request, reply);
+    throw new AppError("invalid_api_key", { message });
+  };
+  if (!session) return refuse("The console login has ended; log in again.");
+  if (!safeMethods.has(request.method) && !csrfMatches(request.headers["x-csrf-token"], session)) {
+    return refuse("A console call that changes something needs the X-CSRF-Token of its login.");
+  }
+  request.adminActor = "console";
+  await request.server.limits.anonymousHeadersOnly(request, reply);
+}
+
+/** The console's login: the admin token, checked and rate limited exactly as on the admin API. */
+export function checkAdminToken(request: FastifyRequest, reply: FastifyReply, token: string): Promise<void> {
+  return checkToken(request, reply, token, [request.server.ctx.config.adminToken], "The console is disabled: no adminToken is configured.");
 }
 
 /** GET /metrics: the admin token, or the scrapers' own `metrics.token` (which opens nothing else). */
@@ -26,14 +58,18 @@ export function authenticateMetrics(request: FastifyRequest, reply: FastifyReply
 }
 
 async function authenticateToken(request: FastifyRequest, reply: FastifyReply, accepted: (string | null)[], disabled: string): Promise<void> {
+  const alt = request.headers["x-admin-token"];
+  const given = bearerToken(request.headers.authorization) ?? (typeof alt === "string" ? alt : null);
+  return checkToken(request, reply, given, accepted, disabled);
+}
+
+async function checkToken(request: FastifyRequest, reply: FastifyReply, given: string | null, accepted: (string | null)[], disabled: string): Promise<void> {
   const tokens = accepted.filter((t): t is string => t !== null);
   const refuse = async (message: string): Promise<never> => {
     await request.server.limits.anonymous(request, reply);
     throw new AppError("invalid_api_key", { message });
   };
   if (tokens.length === 0) return refuse(disabled);
-  const alt = request.headers["x-admin-token"];
-  const given = bearerToken(request.headers.authorization) ?? (typeof alt === "string" ? alt : null);
   // Compare digests so the comparison time says nothing about the token's length or content.
   if (!given || !tokens.some((t) => timingSafeEqual(digest(given), digest(t)))) return refuse("Invalid token.");
   // Accepted calls are not counted, but carry the limiter's headers like every other answer (§8).

@@ -1,4 +1,4 @@
-import type { Kysely } from "kysely";
+import { PostgresAdapter, sql, type Kysely } from "kysely";
 import type { Migration, MigrationProvider } from "kysely/migration";
 
 /**
@@ -52,7 +52,39 @@ const migrations: Record<string, Migration> = {
       await db.schema.dropTable("accounts").execute();
     },
   },
+  "0002_audit_log": {
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable("audit_log")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("at", "text", (c) => c.notNull())
+        .addColumn("actor", "text", (c) => c.notNull())
+        .addColumn("on_behalf_of", "text")
+        .addColumn("action", "text", (c) => c.notNull())
+        .addColumn("account_id", "text")
+        .addColumn("key_id", "text")
+        .addColumn("source", "text")
+        .addColumn("detail", "text")
+        .execute();
+      await db.schema.createIndex("audit_log_account_idx").on("audit_log").columns(["account_id", "at"]).execute();
+      // Append-only in the database itself, whoever connects: updates and deletes fail.
+      if (await isPostgres(db)) {
+        await sql`CREATE FUNCTION audit_log_append_only() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'audit_log is append-only'; END $$ LANGUAGE plpgsql`.execute(db);
+        await sql`CREATE TRIGGER audit_log_append_only BEFORE UPDATE OR DELETE ON audit_log FOR EACH ROW EXECUTE FUNCTION audit_log_append_only()`.execute(db);
+      } else {
+        await sql`CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END`.execute(db);
+        await sql`CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END`.execute(db);
+      }
+    },
+    async down() {
+      throw new Error("the audit log is append-only: no down migration");
+    },
+  },
 };
+
+async function isPostgres(db: Kysely<any>): Promise<boolean> {
+  return db.getExecutor().adapter instanceof PostgresAdapter;
+}
 
 export const migrationProvider: MigrationProvider = {
   async getMigrations() {

@@ -42,8 +42,26 @@ export interface UsageTable {
   completion_tokens: Generated<number>;
 }
 
+/** Append-only (triggers refuse UPDATE and DELETE in both dialects): who did what to which account or key. */
+export interface AuditTable {
+  id: string;
+  at: string;
+  /** `console` (a console login), `cli` or `admin-token` (the admin API). */
+  actor: string;
+  /** A registered contact of the account the operation was asked for by (the pilot-phase support flow). */
+  on_behalf_of: string | null;
+  action: string;
+  account_id: string | null;
+  key_id: string | null;
+  /** The client address of an HTTP call; null for the CLI. */
+  source: string | null;
+  /** JSON: what changed (field names, the key a rotation replaces); never a key value. */
+  detail: string | null;
+}
+
 export interface Database {
   accounts: AccountsTable;
   api_keys: KeysTable;
   usage: UsageTable;
+  audit_log: AuditTable;
 }

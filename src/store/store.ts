@@ -8,6 +8,7 @@ import pg from "pg";
 import type { AppConfig } from "../config/app-config.ts";
 import { loadKeySecret } from "../keys/key-secret.ts";
 import { AccountsRepo } from "./accounts.repo.ts";
+import { AuditRepo } from "./audit.repo.ts";
 import { KeysRepo } from "./keys.repo.ts";
 import { migrationProvider } from "./migrations.ts";
 import { StoreHealth } from "./store-health.ts";
@@ -20,12 +21,18 @@ export interface Store {
   readonly accounts: AccountsRepo;
   readonly keys: KeysRepo;
   readonly usage: UsageRepo;
+  readonly audit: AuditRepo;
+  /** Runs `fn` in one transaction over repos bound to it: all of its writes land, or none. */
+  transaction<T>(fn: (tx: StoreTransaction) => Promise<T>): Promise<T>;
   /** HMAC secret for key hashes (config keySecret or <dataDir>/secret). */
   readonly keySecret: Buffer;
   /** Whether the database answers; operations that must survive an outage run through it. */
   readonly health: StoreHealth;
   close(): Promise<void>;
 }
+
+/** The repos a transaction writes through. */
+export type StoreTransaction = Pick<Store, "accounts" | "keys" | "audit">;
 
 /** Where the SQLite store lives when no database URL is configured. */
 export function sqlitePath(config: AppConfig): string {
@@ -85,6 +92,8 @@ export async function openStore(config: AppConfig, log: FastifyBaseLogger): Prom
     accounts: new AccountsRepo(db),
     keys: new KeysRepo(db),
     usage: new UsageRepo(db),
+    audit: new AuditRepo(db),
+    transaction: (fn) => db.transaction().execute((trx) => fn({ accounts: new AccountsRepo(trx), keys: new KeysRepo(trx), audit: new AuditRepo(trx) })),
     keySecret,
     health: new StoreHealth(log),
     close: () => db.destroy(),

@@ -23,6 +23,16 @@ export interface UsageRow {
   completionTokens: number;
 }
 
+export interface DailyUsageRow {
+  day: string;
+  accountId: string;
+  keyId: string;
+  model: string;
+  requests: number;
+  promptTokens: number;
+  completionTokens: number;
+}
+
 export class UsageRepo {
   constructor(private readonly db: Kysely<Database>) {}
 
@@ -79,6 +89,33 @@ export class UsageRepo {
       keyId: r.key_id,
       model: r.model,
       endpoint: r.endpoint,
+      requests: Number(r.requests),
+      promptTokens: Number(r.prompt_tokens),
+      completionTokens: Number(r.completion_tokens),
+    }));
+  }
+
+  /** Per day, account, key and model (endpoints summed), oldest first; optionally for one account. */
+  async daily(accountId?: string): Promise<DailyUsageRow[]> {
+    let query = this.db
+      .selectFrom("usage")
+      .select((eb) => [
+        "usage.day",
+        "usage.account_id",
+        "usage.key_id",
+        "usage.model",
+        eb.fn.sum<number | string>("usage.requests").as("requests"),
+        eb.fn.sum<number | string>("usage.prompt_tokens").as("prompt_tokens"),
+        eb.fn.sum<number | string>("usage.completion_tokens").as("completion_tokens"),
+      ])
+      .groupBy(["usage.day", "usage.account_id", "usage.key_id", "usage.model"]);
+    if (accountId) query = query.where("usage.account_id", "=", accountId);
+    const rows = await query.orderBy("usage.day").orderBy("usage.key_id").orderBy("usage.model").execute();
+    return rows.map((r) => ({
+      day: r.day,
+      accountId: r.account_id,
+      keyId: r.key_id,
+      model: r.model,
       requests: Number(r.requests),
       promptTokens: Number(r.prompt_tokens),
       completionTokens: Number(r.completion_tokens),

@@ -50,7 +50,7 @@ export async function createKey(config: AppConfig, opts: CreateKeyOptions = {}):
       models: opts.models ?? null,
       endpoints: opts.endpoints ?? null,
       deployment: opts.deployment ?? null,
-    });
+    }, { actor: "cli" });
     return { key: created.key, id: created.id, accountId: created.account };
   } finally {
     await store.close();

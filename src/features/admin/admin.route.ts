@@ -27,7 +27,21 @@ import {
   RevokedKeySchema,
   UpdateAccountBody,
   UsageList,
+  DailyUsageList,
+  AuditList,
+  AuditQuery,
 } from "./admin.schema.ts";
+import type { FastifyRequest } from "fastify";
+import type { AuditContext } from "../../keys/lifecycle.ts";
+
+/**
+ * Who makes an admin call, for the audit log: a console login or the admin token (plugins/admin-auth.ts sets
+ * which), the `x-on-behalf-of` contact when support acts on a customer's request, and the client address.
+ */
+function auditOf(request: FastifyRequest): AuditContext {
+  const header = request.headers["x-on-behalf-of"];
+  return { actor: request.adminActor ?? "admin-token", onBehalfOf: typeof header === "string" ? header : null, source: request.clientIp || request.ip };
+}
 
 function toAppError(err: unknown): unknown {
   if (isStoreUnreachable(err)) return new AppError("overloaded", { message: "The database is unreachable; retry shortly.", retryAfterMs: 2000 });
@@ -57,7 +71,7 @@ export default async function adminRoutes(app: FastifyInstance): Promise<void> {
   app.post<{ Body: CreateAccountBody }>(
     "/accounts",
     { schema: { operationId: "createAccount", tags, body: CreateAccountBody, response: { 201: Type.Ref(AccountSchema), ...adminErrors } } },
-    async (request, reply) => reply.code(201).send(await run(() => createAccount(store(), app.ctx.config, request.body))),
+    async (request, reply) => reply.code(201).send(await run(() => createAccount(store(), app.ctx.config, request.body, auditOf(request)))),
   );
 
   app.get(
@@ -75,13 +89,13 @@ export default async function adminRoutes(app: FastifyInstance): Promise<void> {
   app.patch<{ Params: AccountParams; Body: UpdateAccountBody }>(
     "/accounts/:account",
     { schema: { operationId: "updateAccount", tags, params: AccountParams, body: UpdateAccountBody, response: { 200: Type.Ref(AccountSchema), ...adminErrors } } },
-    async (request) => run(() => updateAccount(store(), app.ctx.config, request.params.account, request.body)),
+    async (request) => run(() => updateAccount(store(), app.ctx.config, request.params.account, request.body, auditOf(request))),
   );
 
   app.post<{ Body: CreateKeyBody }>(
     "/keys",
     { schema: { operationId: "createKey", tags, body: CreateKeyBody, response: { 201: Type.Ref(CreatedKeySchema), ...adminErrors } } },
-    async (request, reply) => reply.code(201).send(await run(() => createKey(store(), request.body))),
+    async (request, reply) => reply.code(201).send(await run(() => createKey(store(), request.body, auditOf(request)))),
   );
 
   app.get<{ Querystring: AccountQuery }>(
@@ -93,7 +107,7 @@ export default async function adminRoutes(app: FastifyInstance): Promise<void> {
   app.post<{ Params: KeyParams }>(
     "/keys/:id/rotate",
     { schema: { operationId: "rotateKey", tags, params: KeyParams, response: { 201: Type.Ref(CreatedKeySchema), ...adminErrors } } },
-    async (request, reply) => reply.code(201).send(await run(() => rotateKey(store(), request.params.id))),
+    async (request, reply) => reply.code(201).send(await run(() => rotateKey(store(), request.params.id, auditOf(request)))),
   );
 
   app.post<{ Params: KeyParams }>(
@@ -101,7 +115,7 @@ export default async function adminRoutes(app: FastifyInstance): Promise<void> {
     { schema: { operationId: "revokeKey", tags, params: KeyParams, response: { 200: Type.Ref(RevokedKeySchema), 202: Type.Ref(RevokedKeySchema), ...adminErrors } } },
     // 202 while the database is unreachable: in effect on every replica at once, written when it returns.
     async (request, reply) => {
-      const revoked = await run(() => revokeKey(store(), request.params.id, app.revocations));
+      const revoked = await run(() => revokeKey(store(), request.params.id, auditOf(request), app.revocations));
       return reply.code(revoked.pending ? 202 : 200).send(revoked);
     },
   );
@@ -113,6 +127,27 @@ export default async function adminRoutes(app: FastifyInstance): Promise<void> {
       run(async () => {
         const accountId = request.query.account ? (await findAccount(store(), request.query.account)).id : undefined;
         return { object: "list" as const, data: await store().usage.summary(accountId) };
+      }),
+  );
+
+  app.get<{ Querystring: AccountQuery }>(
+    "/usage/daily",
+    { schema: { operationId: "getDailyUsage", tags, querystring: AccountQuery, response: { 200: Type.Ref(DailyUsageList), ...adminErrors } } },
+    async (request) =>
+      run(async () => {
+        const accountId = request.query.account ? (await findAccount(store(), request.query.account)).id : undefined;
+        return { object: "list" as const, data: await store().usage.daily(accountId) };
+      }),
+  );
+
+  app.get<{ Querystring: AuditQuery }>(
+    "/audit",
+    { schema: { operationId: "listAudit", tags, querystring: AuditQuery, response: { 200: Type.Ref(AuditList), ...adminErrors } } },
+    async (request) =>
+      run(async () => {
+        const { account, action, actor, limit } = request.query;
+        const accountId = account ? (await findAccount(store(), account)).id : undefined;
+        return { object: "list" as const, data: await store().audit.list({ account: accountId, action, actor, limit }) };
       }),
   );
 }

@@ -115,6 +115,55 @@ export const UsageList = Type.Object(
   { $id: "UsageList" },
 );
 
+export const DailyUsageList = Type.Object(
+  {
+    object: Type.Literal("list"),
+    data: Type.Array(
+      Type.Object({
+        day: Type.String({ description: "UTC day, YYYY-MM-DD" }),
+        accountId: Type.String(),
+        keyId: Type.String(),
+        model: Type.String(),
+        requests: Type.Integer(),
+        promptTokens: Type.Integer(),
+        completionTokens: Type.Integer(),
+      }),
+    ),
+  },
+  { $id: "DailyUsageList" },
+);
+
+export const AuditQuery = Type.Object(
+  {
+    account: Type.Optional(Type.String()),
+    action: Type.Optional(Type.String()),
+    actor: Type.Optional(Type.Union([Type.Literal("console"), Type.Literal("cli"), Type.Literal("admin-token")])),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000, default: 500 })),
+  },
+  { additionalProperties: false },
+);
+export type AuditQuery = Static<typeof AuditQuery>;
+
+export const AuditList = Type.Object(
+  {
+    object: Type.Literal("list"),
+    data: Type.Array(
+      Type.Object({
+        id: Type.String(),
+        at: Timestamp,
+        actor: Type.Union([Type.Literal("console"), Type.Literal("cli"), Type.Literal("admin-token")]),
+        onBehalfOf: Type.Union([Type.String(), Type.Null()], { description: "A registered contact of the account the operation was asked for by" }),
+        action: Type.String({ description: "account.create, account.update, key.create, key.rotate, key.revoke" }),
+        accountId: Type.Union([Type.String(), Type.Null()]),
+        keyId: Type.Union([Type.String(), Type.Null()], { description: "The key id; never a key value" }),
+        source: Type.Union([Type.String(), Type.Null()], { description: "The client address of an HTTP call" }),
+        detail: Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()]),
+      }),
+    ),
+  },
+  { $id: "AuditList", description: "Newest first. Append-only: the database refuses updates and deletes." },
+);
+
 export const UpstreamView = Type.Object({
   url: Type.String(),
   state: Type.Union([Type.Literal("healthy"), Type.Literal("ejected"), Type.Literal("probing")]),

@@ -1,0 +1,36 @@
+import { useEffect, useState } from "preact/hooks";
+import { api } from "../api.js";
+import { html, Notice, formatDate } from "../ui.js";
+
+const actions = ["account.create", "account.update", "key.create", "key.rotate", "key.revoke"];
+const actors = ["console", "cli", "admin-token"];
+
+export function AuditPage({ account }) {
+  const [filter, setFilter] = useState({ account: account ?? "", action: "", actor: "" });
+  const [entries, setEntries] = useState([]);
+  const [error, setError] = useState(null);
+  useEffect(() => {
+    setError(null);
+    api.audit(filter).then((r) => setEntries(r.data), setError);
+  }, [filter.account, filter.action, filter.actor]);
+  const set = (field) => (e) => setFilter({ ...filter, [field]: e.currentTarget.value });
+  return html`<h1>Audit log</h1>
+    <p class="hint">Every account and key operation, from the console, the CLI and the admin API. Append-only.</p>
+    <div class="filters">
+      <div class="field"><label for="audit-account">Account (name or id)</label>
+        <input id="audit-account" type="search" value=${filter.account} onChange=${set("account")} /></div>
+      <div class="field"><label for="audit-action">Action</label>
+        <select id="audit-action" value=${filter.action} onChange=${set("action")}><option value="">all actions</option>${actions.map((a) => html`<option value=${a}>${a}</option>`)}</select></div>
+      <div class="field"><label for="audit-actor">Actor</label>
+        <select id="audit-actor" value=${filter.actor} onChange=${set("actor")}><option value="">all actors</option>${actors.map((a) => html`<option value=${a}>${a}</option>`)}</select></div>
+    </div>
+    <${Notice} error=${error} />
+    <table>
+      <caption class="visually-hidden">Audit entries, newest first</caption>
+      <thead><tr><th scope="col">Time</th><th scope="col">Actor</th><th scope="col">On behalf of</th><th scope="col">Action</th><th scope="col">Account</th><th scope="col">Key</th><th scope="col">Source</th></tr></thead>
+      <tbody>${entries.map((e) => html`<tr data-action=${e.action}>
+        <td>${formatDate(e.at)}</td><td>${e.actor}</td><td>${e.onBehalfOf ?? "—"}</td><td>${e.action}</td>
+        <td>${e.accountId ?? "—"}</td><td>${e.keyId ?? "—"}</td><td>${e.source ?? "—"}</td>
+      </tr>`)}</tbody>
+    </table>`;
+}

@@ -1,0 +1,11 @@
+import type { FastifyInstance } from "fastify";
+import { consoleRoutes } from "../features/index.ts";
+import { limitBody } from "../plugins/body-limit.ts";
+
+/** /console: the web console's page, files and login (features/console/); its admin calls go to /admin/v1. */
+export default async function consoleScope(app: FastifyInstance): Promise<void> {
+  // Every answer carries the per-address limiter's headers (§8), as on the admin API; failed logins are counted.
+  app.addHook("onRequest", (request, reply) => app.limits.anonymousHeadersOnly(request, reply));
+  app.addHook("preParsing", limitBody);
+  for (const routes of consoleRoutes) await app.register(routes);
+}
