@@ -94,6 +94,7 @@ export class LlamaEngine implements Engine {
           sequences: this.entry.parallel,
           contextSize,
           threads,
+          flashAttention: llamaOptions(this.entry).flashAttention,
           createSignal: signal,
         });
         this.freeSequences = Array.from({ length: this.entry.parallel }, () => this.context!.getSequence());

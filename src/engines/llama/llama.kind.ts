@@ -7,6 +7,8 @@ export const LlamaOptions = Type.Object(
   {
     /** CPU threads for evaluation; set explicitly (on small models, fewer threads are often faster). */
     threads: Type.Optional(Type.Integer({ minimum: 1, maximum: 256, default: 1 })),
+    /** llama.cpp flash attention: `auto` (llama.cpp decides), on or off. */
+    flashAttention: Type.Optional(Type.Union([Type.Literal("auto"), Type.Boolean()], { default: "auto" })),
   },
   { additionalProperties: false },
 );
