@@ -8,6 +8,8 @@ WORKDIR /app
 COPY package.json package-lock.json .npmrc tsconfig.json tsconfig.build.json ./
 COPY bin ./bin
 COPY src ./src
+# The web console's files, served as they are (no build step).
+COPY console ./console
 # `npm ci` builds dist/ (the prepare script); dev dependencies are dropped afterwards. The default install has no
 # GPU variants of node-llama-cpp and skips onnxruntime's CUDA download (README: Install).
 RUN npm ci && npm prune --omit=dev

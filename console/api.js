@@ -10,9 +10,15 @@ export class ApiError extends Error {
 }
 
 let csrfToken = null;
+let sessionEnded = () => {};
 
 export function setCsrf(token) {
   csrfToken = token;
+}
+
+/** Called when the admin API refuses the login cookie (it expired, or the server restarted): log in again. */
+export function onSessionEnded(callback) {
+  sessionEnded = callback;
 }
 
 async function call(method, path, body, headers = {}) {
@@ -25,6 +31,7 @@ async function call(method, path, body, headers = {}) {
   const res = await fetch(path, init);
   if (res.status === 204) return null;
   const data = await res.json().catch(() => null);
+  if (res.status === 401 && path.startsWith("/admin/")) sessionEnded();
   if (!res.ok) throw new ApiError(res.status, data?.error);
   return data;
 }
@@ -39,7 +46,7 @@ export const api = {
   account: (id) => call("GET", `/admin/v1/accounts/${encodeURIComponent(id)}`),
   createAccount: (body, email) => call("POST", "/admin/v1/accounts", body, onBehalf(email)),
   updateAccount: (id, body, email) => call("PATCH", `/admin/v1/accounts/${encodeURIComponent(id)}`, body, onBehalf(email)),
-  keys: (account) => call("GET", `/admin/v1/keys?account=${encodeURIComponent(account)}`),
+  keys: (account) => call("GET", `/admin/v1/keys${account ? `?account=${encodeURIComponent(account)}` : ""}`),
   createKey: (body, email) => call("POST", "/admin/v1/keys", body, onBehalf(email)),
   rotateKey: (id, email) => call("POST", `/admin/v1/keys/${encodeURIComponent(id)}/rotate`, undefined, onBehalf(email)),
   revokeKey: (id, email) => call("POST", `/admin/v1/keys/${encodeURIComponent(id)}/revoke`, undefined, onBehalf(email)),

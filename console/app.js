@@ -1,6 +1,6 @@
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { api, setCsrf } from "./api.js";
+import { api, onSessionEnded, setCsrf } from "./api.js";
 import { html, Field, Notice } from "./ui.js";
 import { AccountsPage } from "./pages/accounts.js";
 import { AccountPage } from "./pages/account.js";
@@ -17,7 +17,7 @@ function useRoute() {
   return hash.slice(2).split("/").map(decodeURIComponent);
 }
 
-function Login({ onLogin }) {
+function Login({ onLogin, ended }) {
   const [token, setToken] = useState("");
   const [error, setError] = useState(null);
   const submit = async (e) => {
@@ -35,7 +35,7 @@ function Login({ onLogin }) {
     <form onSubmit=${submit}>
       <${Field} id="admin-token" label="Admin token" type="password" value=${token} onInput=${setToken} required
         hint="The adminToken of this server's configuration. A login lasts 8 hours." autocomplete="current-password" />
-      <${Notice} error=${error} />
+      <${Notice} error=${error} note=${ended ? "Your console login has ended: log in again." : null} />
       <button type="submit" class="primary">Log in</button>
     </form>
   </main>`;
@@ -73,9 +73,13 @@ function App() {
       setCsrf(s.csrfToken);
       setState("in");
     }, () => setState("out"));
+    onSessionEnded(() => {
+      setCsrf(null);
+      setState("ended");
+    });
   }, []);
   if (state === "checking") return html`<p role="status">Loading…</p>`;
-  if (state === "out") return html`<${Login} onLogin=${(s) => { setCsrf(s.csrfToken); setState("in"); }} />`;
+  if (state !== "in") return html`<${Login} ended=${state === "ended"} onLogin=${(s) => { setCsrf(s.csrfToken); setState("in"); }} />`;
   const logout = async () => {
     await api.logout().catch(() => {});
     setCsrf(null);

@@ -1,5 +1,5 @@
 import { h } from "preact";
-import { useEffect, useRef } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import htm from "htm";
 
 export const html = htm.bind(h);
@@ -21,7 +21,10 @@ export function Field({ id, label, value, onInput, hint, type = "text", required
   </div>`;
 }
 
-/** A modal confirmation on the native <dialog> (focus is trapped and Escape cancels). */
+/**
+ * A modal confirmation on the native <dialog> (focus is trapped and Escape cancels). Focus starts on Cancel, so an
+ * Enter pressed out of habit never confirms a destructive action.
+ */
 export function Confirm({ open, title, children, confirmLabel, onConfirm, onCancel }) {
   const ref = useRef(null);
   useEffect(() => {
@@ -34,19 +37,32 @@ export function Confirm({ open, title, children, confirmLabel, onConfirm, onCanc
     ${children}
     <div class="actions">
       <button type="button" class="danger" onClick=${onConfirm}>${confirmLabel}</button>
-      <button type="button" onClick=${onCancel}>Cancel</button>
+      <button type="button" onClick=${onCancel} autofocus>Cancel</button>
     </div>
   </dialog>`;
 }
 
-/** A key value shown once: the only place the console ever renders one. */
+/**
+ * A key value shown once: the only place the console ever renders one. It takes the focus when it appears, so a
+ * keyboard or screen reader user lands on it (and on the warning) rather than below it.
+ */
 export function OnceKey({ created, title, children, onDone }) {
-  const copy = () => navigator.clipboard?.writeText(created.key);
-  return html`<section class="once" aria-labelledby="once-title">
+  const ref = useRef(null);
+  const [copied, setCopied] = useState(null);
+  useEffect(() => {
+    ref.current?.focus();
+    setCopied(null);
+  }, [created.id]);
+  const copy = () =>
+    navigator.clipboard.writeText(created.key).then(
+      () => setCopied("Copied to the clipboard."),
+      () => setCopied("The browser refused the clipboard: select the key and copy it."),
+    );
+  return html`<section class="once" aria-labelledby="once-title" tabindex="-1" ref=${ref}>
     <h2 id="once-title">${title}</h2>
     <p><strong>Copy this key now: you will not see it again.</strong> Modelgate keeps only its hash.</p>
     <p class="key-line"><code data-testid="key-value">${created.key}</code>
-      <button type="button" onClick=${copy}>Copy key</button></p>
+      <button type="button" onClick=${copy}>Copy key</button> <span role="status">${copied}</span></p>
     ${children}
     <button type="button" onClick=${onDone}>I have stored it</button>
   </section>`;

@@ -25,7 +25,6 @@ import publicScope from "./scopes/public.scope.ts";
 import fallbackScope from "./scopes/fallback.scope.ts";
 import metricsScope from "./scopes/metrics.scope.ts";
 import consoleScope from "./scopes/console.scope.ts";
-import cookie from "@fastify/cookie";
 import { ConsoleSessions } from "./auth/console-sessions.ts";
 import { Metrics } from "./metrics/metrics.ts";
 import { observabilityPlugin } from "./plugins/observability.ts";
@@ -118,7 +117,6 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   app.decorate("routeTable", routeTable);
   app.addHook("onRoute", (route) => routeTable.add(route.method, route.url, route.schema));
 
-  await app.register(cookie);
   app.decorate("consoleSessions", new ConsoleSessions());
   app.decorateRequest("adminActor", null);
   await app.register(requestIdPlugin);

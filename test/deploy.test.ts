@@ -75,4 +75,6 @@ test("Dockerfile: multi-stage, non-root, the data dir a volume, a health check o
   assert.match(readFileSync(path.join(deploy, "healthcheck.mjs"), "utf8"), /path: "\/healthz"/);
   assert.match(dockerfile, /^ENTRYPOINT \["node", "\/app\/dist\/cli\/run\.js"\]$/m);
   assert.match(dockerfile, /MODELGATE_DATA_DIR=\/data/);
+  // The server reads the console's files at start: without them in the image, serve fails.
+  assert.match(dockerfile, /^COPY console \.\/console$/m);
 });

@@ -1,6 +1,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
+import { hostname, userInfo } from "node:os";
 import { modelsDir, runCli, startServer, tempDir, writeConfig, type TestServer } from "./helpers/server.ts";
 import path from "node:path";
 
@@ -80,7 +81,7 @@ describe("modelgate accounts | keys | usage against a running server's store", (
     assert.equal(missing.code, 1);
     assert.equal(missing.json.error.code, "not_found");
   });
-  test("--on-behalf-of must be a registered contact; `modelgate audit` shows CLI, admin API and console operations alike", async () => {
+  test("--on-behalf-of must be a registered contact; `modelgate audit` lists the CLI's operations with the contact and the local user and host", async () => {
     const account = await cli("accounts", "create", "support-co", "--contact", "cto@support.example", "--on-behalf-of", "cto@support.example");
     assert.equal(account.code, 0, account.stderr);
     const refused = await cli("keys", "create", "--account", "support-co", "--on-behalf-of", "intruder@evil.example");
@@ -102,6 +103,7 @@ describe("modelgate accounts | keys | usage against a running server's store", (
       ],
     );
     assert.ok(!JSON.stringify(audit.json).includes(key.json.key.slice(11)), "no key value in the audit log");
+    for (const e of audit.json) assert.equal(e.source, `local:${userInfo().username}@${hostname()}`, "a CLI operation's source");
     const text = await runCli(["audit", "--account", "support-co", "--action", "key.create", "--config", configFile]);
     assert.match(text.stdout, /key\.create\s+\S+/);
     assert.doesNotMatch(text.stdout, /key\.revoke/);

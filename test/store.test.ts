@@ -2,6 +2,7 @@ import { after, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { rmSync, statSync } from "node:fs";
 import path from "node:path";
+import { sql } from "kysely";
 import { testConfig } from "./helpers/config.ts";
 import type { AppConfig } from "../src/config/app-config.ts";
 import { openStore } from "../src/store/store.ts";
@@ -61,6 +62,7 @@ for (const { name, config } of all) {
         assert.equal((await listKeys(store, account.id)).length, 2);
         await assert.rejects(store.db.updateTable("audit_log").set({ actor: "cli" }).where("account_id", "=", account.id).execute(), /append-only/);
         await assert.rejects(store.db.deleteFrom("audit_log").where("account_id", "=", account.id).execute(), /append-only/);
+        if (name === "postgres") await assert.rejects(sql`TRUNCATE audit_log`.execute(store.db), /append-only/);
         assert.equal((await store.audit.list({ account: account.id })).length, 5);
       } finally {
         await store.close();

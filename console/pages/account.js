@@ -97,7 +97,9 @@ export function AccountPage({ id }) {
       await api.revokeKey(key.id, onBehalfOf);
       // The new key stays on screen until acknowledged; only the prompt to revoke the old one goes.
       if (shown?.rotatedFrom?.id === key.id) setShown({ created: shown.created });
-      loadKeys();
+      await loadKeys();
+      // The button that opened the dialog is gone with the revoked key: keep the focus somewhere useful.
+      (document.querySelector(".once") ?? document.getElementById("keys-title"))?.focus();
     } catch (err) {
       setError(err);
     }
@@ -117,7 +119,7 @@ export function AccountPage({ id }) {
         <button type="button" class="danger" onClick=${() => setRevoking(shown.rotatedFrom)}>Revoke the old key</button></p>`}
     </${OnceKey}>`}
     <${Notice} error=${error} />
-    <h2>Keys</h2>
+    <h2 id="keys-title" tabindex="-1">Keys</h2>
     <table>
       <caption class="visually-hidden">Keys of ${account.name}</caption>
       <thead><tr><th scope="col">Prefix</th><th scope="col">Name</th><th scope="col">Scopes</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">State</th><th scope="col">Actions</th></tr></thead>

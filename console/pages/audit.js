@@ -8,11 +8,18 @@ const actors = ["console", "cli", "admin-token"];
 export function AuditPage({ account }) {
   const [filter, setFilter] = useState({ account: account ?? "", action: "", actor: "" });
   const [entries, setEntries] = useState([]);
+  const [names, setNames] = useState(new Map());
   const [error, setError] = useState(null);
   useEffect(() => {
     setError(null);
     api.audit(filter).then((r) => setEntries(r.data), setError);
   }, [filter.account, filter.action, filter.actor]);
+  useEffect(() => {
+    api.accounts().then((r) => setNames(new Map(r.data.map((a) => [a.id, a.name]))), setError);
+  }, []);
+  const accountOf = (id) => (id ? `${names.get(id) ?? ""} ${id}`.trim() : "—");
+  // Key entries carry the display prefix (never the value), which is what people recognise a key by.
+  const keyOf = (e) => (e.keyId ? `${e.keyId}${e.detail?.prefix ? ` (${e.detail.prefix}…)` : ""}` : "—");
   const set = (field) => (e) => setFilter({ ...filter, [field]: e.currentTarget.value });
   return html`<h1>Audit log</h1>
     <p class="hint">Every account and key operation, from the console, the CLI and the admin API. Append-only.</p>
@@ -29,8 +36,8 @@ export function AuditPage({ account }) {
       <caption class="visually-hidden">Audit entries, newest first</caption>
       <thead><tr><th scope="col">Time</th><th scope="col">Actor</th><th scope="col">On behalf of</th><th scope="col">Action</th><th scope="col">Account</th><th scope="col">Key</th><th scope="col">Source</th></tr></thead>
       <tbody>${entries.map((e) => html`<tr data-action=${e.action}>
-        <td>${formatDate(e.at)}</td><td>${e.actor}</td><td>${e.onBehalfOf ?? "—"}</td><td>${e.action}</td>
-        <td>${e.accountId ?? "—"}</td><td>${e.keyId ?? "—"}</td><td>${e.source ?? "—"}</td>
+        <td class="nowrap">${formatDate(e.at)}</td><td>${e.actor}</td><td>${e.onBehalfOf ?? "—"}</td><td>${e.action}</td>
+        <td>${accountOf(e.accountId)}</td><td>${keyOf(e)}</td><td>${e.source ?? "—"}</td>
       </tr>`)}</tbody>
     </table>`;
 }

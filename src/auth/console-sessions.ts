@@ -1,7 +1,10 @@
 import { randomBytes, timingSafeEqual } from "node:crypto";
 
-/** The console's login cookie: HttpOnly, Secure, SameSite=Strict, for `ttlMs`. */
-export const consoleCookie = "modelgate_console";
+/**
+ * The console's login cookie: HttpOnly, Secure, SameSite=Strict, for `ttlMs`. The `__Host-` prefix makes browsers
+ * refuse it unless it is Secure, for path / and set by this host itself, so a sibling domain cannot plant one.
+ */
+export const consoleCookie = "__Host-modelgate_console";
 
 export interface ConsoleSession {
   csrf: string;

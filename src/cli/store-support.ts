@@ -1,3 +1,4 @@
+import { hostname, userInfo } from "node:os";
 import pino from "pino";
 import type { FastifyBaseLogger } from "fastify";
 import { CliError, type CliContext } from "./command.ts";
@@ -53,7 +54,22 @@ export function usageError(sub: string | undefined, usage: string): CliError {
   return new CliError("invalid_argument", `unknown subcommand "${sub}"\n${usage}`);
 }
 
+/**
+ * Where a CLI operation comes from, for the audit log's source: it has no client address, so the local user and
+ * host that ran it (`local:ops@gw-1`).
+ */
+function localSource(): string {
+  let user: string;
+  try {
+    user = userInfo().username;
+  } catch {
+    // A container user without a passwd entry has no name.
+    user = `uid-${process.getuid?.() ?? "unknown"}`;
+  }
+  return `local:${user}@${hostname()}`;
+}
+
 /** The audit context of a CLI operation: actor `cli`, and the `--on-behalf-of` contact when given. */
 export function cliAudit(o: Record<string, string | boolean | undefined>): AuditContext {
-  return { actor: "cli", onBehalfOf: str(o["on-behalf-of"]) ?? null, source: null };
+  return { actor: "cli", onBehalfOf: str(o["on-behalf-of"]) ?? null, source: localSource() };
 }

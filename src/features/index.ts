@@ -10,7 +10,8 @@ import transcriptionRoutes from "./transcription/transcription.route.ts";
 import modelsAdminRoutes from "./admin/models-admin.route.ts";
 import tokenizeRoutes from "./tokenize/tokenize.route.ts";
 import responsesRoutes from "./responses/responses.route.ts";
-import consoleRoutesOfPages from "./console/console.route.ts";
+import consolePageRoutes from "./console/console.route.ts";
+import consoleLoginRoutes from "./console/console-login.route.ts";
 
 type Routes = (app: FastifyInstance) => Promise<void>;
 
@@ -21,7 +22,7 @@ export const v1Routes: Routes[] = [modelsRoutes, openapiRoutes, chatRoutes, resp
 export const adminRoutes: Routes[] = [adminRoutesOfAccounts, modelsAdminRoutes];
 
 /** The web console: its page and files, and the login (src/scopes/console.scope.ts). */
-export const consoleRoutes: Routes[] = [consoleRoutesOfPages];
+export const consoleRoutes: Routes[] = [consolePageRoutes, consoleLoginRoutes];
 
 /** Routes that take no credentials (src/scopes/public.scope.ts). */
 export const publicRoutes: Routes[] = [healthRoutes];

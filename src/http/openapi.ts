@@ -2,6 +2,7 @@ import swagger from "@fastify/swagger";
 import type { FastifyInstance, FastifySchema } from "fastify";
 import type { TSchema } from "@sinclair/typebox";
 import { ErrorEnvelope } from "../errors/error.schema.ts";
+import { consoleCookie } from "../auth/console-sessions.ts";
 import { ChatCompletion, ChatCompletionChunk, ChatCompletionRequest } from "../features/chat/chat.schema.ts";
 import { EmbeddingList, EmbeddingsRequest } from "../features/embeddings/embeddings.schema.ts";
 import { CreateResponseRequest, ResponseObject, ResponseStreamEvent } from "../features/responses/responses.schema.ts";
@@ -57,10 +58,16 @@ const components: TSchema[] = [
   AdminModelList,
 ];
 
+const readMethods = new Set(["GET", "HEAD", "OPTIONS"]);
+
 /** Who may call a path, for the document's `security`: derived from the scope that owns it. */
-function securityFor(url: string): Record<string, string[]>[] {
+function securityFor(url: string, method: string): Record<string, string[]>[] {
+  // The console's login cookie stands in for the admin token; a change also needs the login's CSRF token.
+  const consoleLogin: Record<string, string[]> = readMethods.has(method) ? { consoleCookie: [] } : { consoleCookie: [], csrfToken: [] };
   if (url.startsWith("/v1/")) return [{ apiKey: [] }];
-  if (url.startsWith("/admin/")) return [{ adminToken: [] }];
+  if (url.startsWith("/admin/")) return [{ adminToken: [] }, consoleLogin];
+  if (url === "/console/api/session") return [{ consoleCookie: [] }];
+  if (url === "/console/api/logout") return [consoleLogin];
   if (url === "/metrics") return [{ adminToken: [] }, { metricsToken: [] }];
   return [];
 }
@@ -86,7 +93,8 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         { name: "embeddings", description: "§4.3" },
         { name: "audio", description: "§4.4" },
         { name: "rerank", description: "§4.5" },
-        { name: "admin", description: "Accounts, keys, usage and models (admin token)" },
+        { name: "admin", description: "Accounts, keys, usage, the audit log and models (admin token, or the console's login)" },
+        { name: "console", description: "The web console's login (§2.9): the admin token for an HttpOnly cookie" },
         { name: "health", description: "Liveness and readiness (no credentials)" },
       ],
       components: {
@@ -94,16 +102,18 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
           apiKey: { type: "http", scheme: "bearer", description: "Authorization: Bearer <API key>" },
           adminToken: { type: "http", scheme: "bearer", description: "Authorization: Bearer <adminToken> (or x-admin-token)" },
           metricsToken: { type: "http", scheme: "bearer", description: "Authorization: Bearer <metrics.token>: GET /metrics only" },
+          consoleCookie: { type: "apiKey", in: "cookie", name: consoleCookie, description: "The console's login (POST /console/api/login)" },
+          csrfToken: { type: "apiKey", in: "header", name: "X-CSRF-Token", description: "The console login's CSRF token: every call with the cookie that changes something" },
         },
       },
     },
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
-    transform: ({ schema, url }) => {
+    transform: ({ schema, url, route }) => {
       const documented = { ...(schema as FastifySchema & Record<string, unknown>) };
       // A multipart form is read part by part, not validated as a body, so it is documented from its own schema.
       if (documented.multipartBody) documented.body = documented.multipartBody;
       delete documented.multipartBody;
-      documented.security = securityFor(url);
+      documented.security = securityFor(url, String(route.method));
       return { schema: documented as FastifySchema, url };
     },
   });

@@ -53,7 +53,7 @@ export interface AuditContext {
   actor: AuditActor;
   /** A registered contact of the account the operation is done for (support acting on an emailed request). */
   onBehalfOf?: string | null;
-  /** The client address of an HTTP call. */
+  /** The client address of an HTTP call; the local user and host for the CLI. */
   source?: string | null;
 }
 

@@ -1,11 +1,16 @@
+import cookie from "@fastify/cookie";
 import type { FastifyInstance } from "fastify";
 import { adminRoutes } from "../features/index.ts";
 import { notFound } from "../http/not-found.ts";
 import { authenticateAdmin } from "../plugins/admin-auth.ts";
 import { limitBody } from "../plugins/body-limit.ts";
 
-/** /admin/v1 (registered with that prefix): the admin token (never an API key), then the body size limit. */
+/**
+ * /admin/v1 (registered with that prefix): the admin token (never an API key) or the console's login cookie with
+ * its CSRF token, then the body size limit. Cookies are parsed in this scope and the console's only.
+ */
 export default async function adminScope(app: FastifyInstance): Promise<void> {
+  await app.register(cookie);
   app.addHook("onRequest", authenticateAdmin);
   app.addHook("preParsing", limitBody);
   app.setNotFoundHandler(notFound);

@@ -1,3 +1,4 @@
+import cookie from "@fastify/cookie";
 import type { FastifyInstance } from "fastify";
 import { consoleRoutes } from "../features/index.ts";
 import { limitBody } from "../plugins/body-limit.ts";
@@ -6,6 +7,7 @@ import { limitBody } from "../plugins/body-limit.ts";
 export default async function consoleScope(app: FastifyInstance): Promise<void> {
   // Every answer carries the per-address limiter's headers (§8), as on the admin API; failed logins are counted.
   app.addHook("onRequest", (request, reply) => app.limits.anonymousHeadersOnly(request, reply));
+  await app.register(cookie);
   app.addHook("preParsing", limitBody);
   for (const routes of consoleRoutes) await app.register(routes);
 }

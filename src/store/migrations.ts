@@ -80,6 +80,16 @@ const migrations: Record<string, Migration> = {
       throw new Error("the audit log is append-only: no down migration");
     },
   },
+  "0003_audit_log_no_truncate": {
+    // PostgreSQL's TRUNCATE empties a table without firing row triggers; SQLite has no TRUNCATE.
+    async up(db: Kysely<any>) {
+      if (!(await isPostgres(db))) return;
+      await sql`CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON audit_log FOR EACH STATEMENT EXECUTE FUNCTION audit_log_append_only()`.execute(db);
+    },
+    async down() {
+      throw new Error("the audit log is append-only: no down migration");
+    },
+  },
 };
 
 async function isPostgres(db: Kysely<any>): Promise<boolean> {

@@ -30,6 +30,7 @@ import {
   DailyUsageList,
   AuditList,
   AuditQuery,
+  OnBehalfOfHeaders,
 } from "./admin.schema.ts";
 import type { FastifyRequest } from "fastify";
 import type { AuditContext } from "../../keys/lifecycle.ts";
@@ -70,7 +71,7 @@ export default async function adminRoutes(app: FastifyInstance): Promise<void> {
 
   app.post<{ Body: CreateAccountBody }>(
     "/accounts",
-    { schema: { operationId: "createAccount", tags, body: CreateAccountBody, response: { 201: Type.Ref(AccountSchema), ...adminErrors } } },
+    { schema: { operationId: "createAccount", tags, headers: OnBehalfOfHeaders, body: CreateAccountBody, response: { 201: Type.Ref(AccountSchema), ...adminErrors } } },
     async (request, reply) => reply.code(201).send(await run(() => createAccount(store(), app.ctx.config, request.body, auditOf(request)))),
   );
 
@@ -88,13 +89,13 @@ export default async function adminRoutes(app: FastifyInstance): Promise<void> {
 
   app.patch<{ Params: AccountParams; Body: UpdateAccountBody }>(
     "/accounts/:account",
-    { schema: { operationId: "updateAccount", tags, params: AccountParams, body: UpdateAccountBody, response: { 200: Type.Ref(AccountSchema), ...adminErrors } } },
+    { schema: { operationId: "updateAccount", tags, headers: OnBehalfOfHeaders, params: AccountParams, body: UpdateAccountBody, response: { 200: Type.Ref(AccountSchema), ...adminErrors } } },
     async (request) => run(() => updateAccount(store(), app.ctx.config, request.params.account, request.body, auditOf(request))),
   );
 
   app.post<{ Body: CreateKeyBody }>(
     "/keys",
-    { schema: { operationId: "createKey", tags, body: CreateKeyBody, response: { 201: Type.Ref(CreatedKeySchema), ...adminErrors } } },
+    { schema: { operationId: "createKey", tags, headers: OnBehalfOfHeaders, body: CreateKeyBody, response: { 201: Type.Ref(CreatedKeySchema), ...adminErrors } } },
     async (request, reply) => reply.code(201).send(await run(() => createKey(store(), request.body, auditOf(request)))),
   );
 
@@ -106,13 +107,13 @@ export default async function adminRoutes(app: FastifyInstance): Promise<void> {
 
   app.post<{ Params: KeyParams }>(
     "/keys/:id/rotate",
-    { schema: { operationId: "rotateKey", tags, params: KeyParams, response: { 201: Type.Ref(CreatedKeySchema), ...adminErrors } } },
+    { schema: { operationId: "rotateKey", tags, headers: OnBehalfOfHeaders, params: KeyParams, response: { 201: Type.Ref(CreatedKeySchema), ...adminErrors } } },
     async (request, reply) => reply.code(201).send(await run(() => rotateKey(store(), request.params.id, auditOf(request)))),
   );
 
   app.post<{ Params: KeyParams }>(
     "/keys/:id/revoke",
-    { schema: { operationId: "revokeKey", tags, params: KeyParams, response: { 200: Type.Ref(RevokedKeySchema), 202: Type.Ref(RevokedKeySchema), ...adminErrors } } },
+    { schema: { operationId: "revokeKey", tags, headers: OnBehalfOfHeaders, params: KeyParams, response: { 200: Type.Ref(RevokedKeySchema), 202: Type.Ref(RevokedKeySchema), ...adminErrors } } },
     // 202 while the database is unreachable: in effect on every replica at once, written when it returns.
     async (request, reply) => {
       const revoked = await run(() => revokeKey(store(), request.params.id, auditOf(request), app.revocations));
@@ -147,7 +148,7 @@ export default async function adminRoutes(app: FastifyInstance): Promise<void> {
       run(async () => {
         const { account, action, actor, limit } = request.query;
         const accountId = account ? (await findAccount(store(), account)).id : undefined;
-        return { object: "list" as const, data: await store().audit.list({ account: accountId, action, actor, limit }) };
+        return { object: "list" as const, data: await store().audit.list({ account: accountId, action, actor, limit: limit === undefined ? undefined : Number(limit) }) };
       }),
   );
 }

@@ -35,6 +35,13 @@ export const CreateKeyBody = Type.Object(
 );
 export type CreateKeyBody = Static<typeof CreateKeyBody>;
 
+/** Every account and key change: support acting on a customer's emailed request names the contact it came from. */
+export const OnBehalfOfHeaders = Type.Object({
+  "x-on-behalf-of": Type.Optional(
+    Type.String({ maxLength: 320, description: "A registered contact of the account who asked for this change; recorded in the audit log, refused (400) if not registered" }),
+  ),
+});
+
 export const AccountParams = Type.Object({ account: Type.String() });
 export type AccountParams = Static<typeof AccountParams>;
 
@@ -138,7 +145,8 @@ export const AuditQuery = Type.Object(
     account: Type.Optional(Type.String()),
     action: Type.Optional(Type.String()),
     actor: Type.Optional(Type.Union([Type.Literal("console"), Type.Literal("cli"), Type.Literal("admin-token")])),
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000, default: 500 })),
+    // A query string is text, and the server does not coerce types (a JSON body's "1" is not 1): digits, read below.
+    limit: Type.Optional(Type.String({ pattern: "^(10000|[1-9][0-9]{0,3})$", description: "1 to 10000 (default 500)" })),
   },
   { additionalProperties: false },
 );
@@ -156,7 +164,7 @@ export const AuditList = Type.Object(
         action: Type.String({ description: "account.create, account.update, key.create, key.rotate, key.revoke" }),
         accountId: Type.Union([Type.String(), Type.Null()]),
         keyId: Type.Union([Type.String(), Type.Null()], { description: "The key id; never a key value" }),
-        source: Type.Union([Type.String(), Type.Null()], { description: "The client address of an HTTP call" }),
+        source: Type.Union([Type.String(), Type.Null()], { description: "The client address of an HTTP call; local:USER@HOST for the CLI" }),
         detail: Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()]),
       }),
     ),

@@ -1,95 +1,46 @@
-import { readFileSync } from "node:fs";
-import { Type, type Static } from "@sinclair/typebox";
-import type { FastifyInstance, FastifyReply } from "fastify";
-import fastifyStatic from "@fastify/static";
-import "@fastify/cookie";
-import { consoleCookie } from "../../auth/console-sessions.ts";
-import { errorResponses } from "../../errors/error.schema.ts";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { AppError } from "../../errors/app-error.ts";
-import { authenticateAdmin, checkAdminToken } from "../../plugins/admin-auth.ts";
-import { consoleDir, consolePage, vendorFiles } from "./console-files.ts";
+import { assetFiles, consolePage, findConsoleDir, vendorFiles, type ConsoleFile } from "./console-files.ts";
 
-const LoginBody = Type.Object({ token: Type.String({ minLength: 1, maxLength: 4096 }) }, { additionalProperties: false });
-const SessionAnswer = Type.Object({ csrfToken: Type.String({ description: "Send as X-CSRF-Token on every admin call that changes something" }), expiresAt: Type.String() });
-
-const tags = ["console"];
 const pageHeaders = { "x-content-type-options": "nosniff", "referrer-policy": "no-referrer", "x-frame-options": "DENY" };
 
-function setLoginCookie(reply: FastifyReply, id: string, maxAgeMs: number): void {
-  reply.setCookie(consoleCookie, id, { httpOnly: true, secure: true, sameSite: "strict", path: "/", maxAge: Math.floor(maxAgeMs / 1000) });
+/** Whether the client's cached copy is this file (If-None-Match lists ETags, or says `*`). */
+function isCached(request: FastifyRequest, file: ConsoleFile): boolean {
+  const tags = request.headers["if-none-match"];
+  if (typeof tags !== "string") return false;
+  return tags.split(",").some((tag) => {
+    const t = tag.trim();
+    return t === "*" || t === file.etag || t === `W/${file.etag}`;
+  });
+}
+
+/** A file by name, or the §7 404 an unknown path gets; revalidated on every load, so an upgrade is seen at once. */
+function sendFile(request: FastifyRequest, reply: FastifyReply, file: ConsoleFile | undefined): FastifyReply {
+  if (!file) throw new AppError("model_not_found", { param: null, message: "Unknown console file." });
+  reply.headers({ ...pageHeaders, etag: file.etag, "cache-control": "no-cache" });
+  if (isCached(request, file)) return reply.code(304).send();
+  return reply.type(file.type).send(file.body);
 }
 
 /**
- * The web console (spec §2.9) on the HTTPS listener: the page and its files (static ES modules, no build step),
- * and the login that turns the admin token into an HttpOnly, Secure, SameSite=Strict cookie. The console then
- * calls the admin API with that cookie (plugins/admin-auth.ts), with the login's CSRF token on every change.
+ * The web console's page (spec §2.9) and its files: static ES modules served as they are (console/), and the UI
+ * libraries from node_modules, all read once at start. The page carries the CSP; the login is console-login.route.ts.
  */
 export default async function consoleRoutes(app: FastifyInstance): Promise<void> {
-  const page = consolePage();
-  const vendor = Object.fromEntries(Object.entries(vendorFiles).map(([name, { file, type }]) => [name, { body: readFileSync(file), type }]));
+  const dir = findConsoleDir();
+  const page = consolePage(dir);
+  const assets = assetFiles(dir);
+  const vendor = vendorFiles();
 
-  const sendPage = async (_request: unknown, reply: FastifyReply) =>
+  const sendPage = async (_request: FastifyRequest, reply: FastifyReply) =>
     reply.headers({ ...pageHeaders, "content-security-policy": page.csp, "cache-control": "no-store" }).type("text/html; charset=utf-8").send(page.html);
   app.get("/console", { schema: { hide: true } }, sendPage);
   app.get("/console/", { schema: { hide: true } }, sendPage);
 
-  app.get<{ Params: { name: string } }>("/console/vendor/:name", { schema: { hide: true } }, async (request, reply) => {
-    const file = vendor[request.params.name];
-    if (!file) throw new AppError("model_not_found", { param: null, message: "Unknown console file." });
-    return reply.headers({ ...pageHeaders, "cache-control": "public, max-age=3600" }).type(`${file.type}; charset=utf-8`).send(file.body);
-  });
-
-  await app.register(fastifyStatic, {
-    root: consoleDir,
-    prefix: "/console/assets/",
-    decorateReply: false,
-    index: false,
-    list: false,
-    schemaHide: true,
-    cacheControl: true,
-    maxAge: 0,
-    setHeaders: (res) => {
-      for (const [name, value] of Object.entries(pageHeaders)) res.raw.setHeader(name, value);
-    },
-  });
-
-  app.post<{ Body: Static<typeof LoginBody> }>(
-    "/console/api/login",
-    { schema: { operationId: "consoleLogin", tags, summary: "Log in with the admin token: sets the console cookie", body: LoginBody, response: { 200: SessionAnswer, ...errorResponses(400, 401, 429) } } },
-    async (request, reply) => {
-      await checkAdminToken(request, reply, request.body.token);
-      const { id, session } = app.consoleSessions.create();
-      setLoginCookie(reply, id, app.consoleSessions.ttlMs);
-      return { csrfToken: session.csrf, expiresAt: new Date(session.expiresAt).toISOString() };
-    },
+  app.get<{ Params: { "*": string } }>("/console/assets/*", { schema: { hide: true } }, async (request, reply) =>
+    sendFile(request, reply, assets.get(request.params["*"])),
   );
-
-  app.get(
-    "/console/api/session",
-    { schema: { operationId: "consoleSession", tags, summary: "The console login's CSRF token, while the cookie is valid", response: { 200: SessionAnswer, ...errorResponses(401, 429) } } },
-    async (request, reply) => {
-      const id = request.cookies[consoleCookie];
-      const session = id ? app.consoleSessions.get(id) : null;
-      if (!session) {
-        await app.limits.anonymousHeadersOnly(request, reply);
-        throw new AppError("invalid_api_key", { message: "Not logged in to the console." });
-      }
-      return { csrfToken: session.csrf, expiresAt: new Date(session.expiresAt).toISOString() };
-    },
-  );
-
-  app.post(
-    "/console/api/logout",
-    {
-      schema: { operationId: "consoleLogout", tags, summary: "End the console login (the cookie is refused afterwards)", response: { 200: Type.Object({ loggedOut: Type.Literal(true) }), ...errorResponses(401, 429) } },
-      // The same check as any admin call with the cookie: a cross-site page cannot log the console out either.
-      onRequest: authenticateAdmin,
-    },
-    async (request, reply) => {
-      const id = request.cookies[consoleCookie];
-      if (id) app.consoleSessions.delete(id);
-      reply.clearCookie(consoleCookie, { httpOnly: true, secure: true, sameSite: "strict", path: "/" });
-      return { loggedOut: true as const };
-    },
+  app.get<{ Params: { name: string } }>("/console/vendor/:name", { schema: { hide: true } }, async (request, reply) =>
+    sendFile(request, reply, vendor.get(request.params.name)),
   );
 }
