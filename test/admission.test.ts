@@ -131,7 +131,7 @@ test("issue 13 an engine's own config fields are validated by the schema it decl
   const model = { id: "s", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"] };
   assert.throws(() => testConfig({ models: [{ ...model, threds: 1 }] }, null), /unknown key "threds" at models\[0\]\.threds/);
   assert.throws(() => testConfig({ models: [{ ...model, threads: 0 }] }, null), /models\[0\]\.threads/);
-  assert.throws(() => testConfig({ models: [{ ...model, engine: "nope" }] }, null), /unknown engine "nope" \(known: llama, onnx, upstream\)/);
+  assert.throws(() => testConfig({ models: [{ ...model, engine: "nope" }] }, null), /unknown engine "nope" \(known: llama, onnx, upstream, llama-server\)/);
   assert.equal(testConfig({ models: [model] }, null).models[0].options.threads, 1, "the engine schema's default");
 });
 
