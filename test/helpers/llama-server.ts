@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
-import { createServer } from "node:net";
 import { homedir } from "node:os";
 import path from "node:path";
+import { freeLoopbackPort } from "../../src/engines/llama-server/llama-server-process.ts";
 
 /**
  * llama.cpp's own `llama-server`, built by ../shared/tools/peers/build-llama-server.sh from the llama.cpp source
@@ -17,16 +17,8 @@ export function llamaServerBinary(): string {
   return binary;
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
+/** A free loopback port (the managed engine's own helper). */
+export const freePort = freeLoopbackPort;
 
 export interface LlamaServer {
   child: ChildProcess;
