@@ -14,6 +14,7 @@ import type { OnnxWhisperEngine } from "../src/engines/onnx/whisper-engine.ts";
 import { repeatedJfk } from "./helpers/audio.ts";
 import { testConfig } from "./helpers/config.ts";
 import { modelsDir, runCli, startServer, tempDir, writeConfig } from "./helpers/server.ts";
+import { until } from "./helpers/wait-for.ts";
 
 const whisperDir = path.join(modelsDir, "forged/whisper-scripted");
 const llava = path.join(modelsDir, "forged/llava-tiny");
@@ -217,7 +218,7 @@ test("issue 13 an engine failure after the first token is logged exactly once at
     const runner = srv.server.ctx.catalog.get("stories");
     const deadline = Date.now() + 5000;
     while ((runner.stats().active > 0 || runner.stats().queueDepth > 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await until(() => lines.some((l) => l.reqId === "req-gone-1" && /disconnect/.test(String(l.msg))), "the disconnect's log line", 5000);
 
     const errors = lines.filter((l) => Number(l.level) >= 50);
     assert.equal(errors.length, 1, JSON.stringify(errors));

@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { hostname, userInfo } from "node:os";
 import { modelsDir, runCli, startServer, tempDir, writeConfig, type TestServer } from "./helpers/server.ts";
+import { waitFor } from "./helpers/wait-for.ts";
 import path from "node:path";
 
 const rerankModel = path.join(modelsDir, "forged/bert-rerank-tiny.gguf");
@@ -61,8 +62,8 @@ describe("modelgate accounts | keys | usage against a running server's store", (
     assert.deepEqual(Object.keys(rotated.json).sort(), ["account", "id", "key", "prefix"]);
     assert.notEqual(rotated.json.key, key.json.key);
 
-    await new Promise((r) => setTimeout(r, 1200)); // last_used_at is written in batches, off the hot path
-    const listed = await cli("keys", "list", "--account", "acme");
+    // last_used_at is written in batches, off the hot path.
+    const listed = await waitFor(() => cli("keys", "list", "--account", "acme"), (l) => Boolean(l.json.find((k: any) => k.id === key.json.id)?.lastUsedAt), "last_used_at", 10_000);
     assert.equal(listed.json.length, 2);
     const old = listed.json.find((k: any) => k.id === key.json.id);
     assert.deepEqual([old.endpoints, old.name, old.revokedAt], [["rerank", "models"], "ci", null]);

@@ -9,6 +9,7 @@ import { createKey } from "./helpers/keys.ts";
 import { sseFrames } from "./helpers/sse.ts";
 import { startFakeHub } from "./helpers/fake-hub.ts";
 import { testConfig } from "./helpers/config.ts";
+import { waitFor } from "./helpers/wait-for.ts";
 
 const adminToken = "admin-token-0123456789abcdef";
 const storiesPath = path.join(modelsDir, "stories260K.gguf");
@@ -33,16 +34,6 @@ function clientFor(server: SpawnedServer, dataDir: string) {
   return { fetch, models };
 }
 
-async function waitFor<T>(probe: () => Promise<T>, ok: (value: T) => boolean, what: string, ms = 60_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (ok(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(value)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 test("issue 9.4 SIGHUP reloads the config: removed, changed and added models are applied and an in-flight stream is not dropped", async () => {
   const dir = tempDir();
   const dataDir = path.join(dir, "data");
@@ -65,7 +56,7 @@ test("issue 9.4 SIGHUP reloads the config: removed, changed and added models are
     const c = { ...a, id: "c" };
     writeFileSync(configFile, YAML.stringify(raw([{ ...b, parallel: 2 }, c])));
     server.child.kill("SIGHUP");
-    const after = await waitFor(models, (ms) => ms.map((m) => m.id).join() === "b,c" && ms.every((m) => m.state === "ready"), "b and c ready");
+    const after = await waitFor(models, (ms) => ms.map((m) => m.id).join() === "b,c" && ms.every((m) => m.state === "ready"), "b and c ready", 60_000);
     assert.equal(after.find((m) => m.id === "b")!.parallel, 2, "b was replaced by its changed entry");
     const reloadSeenAt = Date.now();
 

@@ -5,6 +5,7 @@ import path from "node:path";
 import { APIError } from "openai";
 import { modelsDir, runCli, startServer, tempDir, type TestServer } from "./helpers/server.ts";
 import { startFakeHub } from "./helpers/fake-hub.ts";
+import { waitFor } from "./helpers/wait-for.ts";
 import { EngineRegistry } from "../src/engines/registry.ts";
 import { llamaKind } from "../src/engines/llama/llama.kind.ts";
 import type { ModelEntry } from "../src/config/app-config.ts";
@@ -45,16 +46,6 @@ function admin(server: TestServer) {
     call,
     model: async (id: string) => (await call("GET", `/admin/v1/models/${encodeURIComponent(id)}`)).body as unknown as AdminModel,
   };
-}
-
-async function waitFor<T>(probe: () => Promise<T>, ok: (value: T) => boolean, what: string, ms = 30_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (ok(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(value)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 test("issue 9.3 a configured model whose files are missing is 404 model_not_found saying to run `modelgate pull`; once pulled and loaded it serves", async () => {

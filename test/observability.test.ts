@@ -7,6 +7,7 @@ import parsePrometheus from "parse-prometheus-text-format";
 import { errorOf } from "./helpers/errors.ts";
 import { modelsDir, repoRoot, startServer, type TestServer } from "./helpers/server.ts";
 import { readSse, sseFrames } from "./helpers/sse.ts";
+import { until, waitFor } from "./helpers/wait-for.ts";
 
 /** Issue 19: GET /metrics after real traffic (parsed with a Prometheus text-format parser), and the access log. */
 interface Family {
@@ -128,9 +129,8 @@ test("after real traffic every counter and histogram moved by the right amount, 
     if (frame !== "[DONE]" && frame.choices?.[0]?.delta?.content) break;
   }
   controller.abort();
-  await new Promise((r) => setTimeout(r, 300));
-
-  const after = await scrape();
+  const closed = { endpoint: "chat", model: "stories", status: "499", code: "" };
+  const after = await waitFor(scrape, (s) => value(s, "modelgate_requests_total", closed) > at("modelgate_requests_total", closed) && value(s, "modelgate_slots_active", { model: "stories" }) === 0, "the aborted stream's 499 and its freed slot", 5000);
   const moved = (name: string, labels: Record<string, string>) => value(after, name, labels) - at(name, labels);
   assert.equal(moved("modelgate_requests_total", { endpoint: "chat", model: "stories", status: "200", code: "" }), 2, "non-stream and stream");
   assert.equal(moved("modelgate_requests_total", { endpoint: "chat", model: "stories", status: "499", code: "" }), 1, "the aborted stream: client closed request");
@@ -171,7 +171,7 @@ test("one access-log line per request: ids, route, status, code, key id and pref
   const res = await srv.post("/v1/chat/completions?api_key=sk-should-not-appear", { model: "stories", messages: [{ role: "user", content: "Once" }], max_tokens: 4 }, { key });
   const body = (await res.json()) as { usage: { prompt_tokens: number; completion_tokens: number } };
   const id = res.headers.get("x-request-id");
-  await new Promise((r) => setTimeout(r, 100));
+  await until(() => lines.some((l) => l.reqId === id && l.msg === "request"), "the access-log line", 5000);
   const ofRequest = lines.filter((l) => l.reqId === id);
   assert.equal(ofRequest.length, 1, JSON.stringify(ofRequest));
   const line = ofRequest[0];

@@ -12,6 +12,7 @@ import { testConfig } from "./helpers/config.ts";
 import { modelsDir, requester, spawnServer, startServer, tempDir, trustingFetch, writeConfig, type SpawnedServer } from "./helpers/server.ts";
 import { sseFrames } from "./helpers/sse.ts";
 import { TcpProxy } from "./helpers/tcp-proxy.ts";
+import { until } from "./helpers/wait-for.ts";
 
 const keySecret = "resilience-test-key-secret-0123456789";
 const adminToken = "admin-token-for-resilience-tests";
@@ -132,7 +133,11 @@ test("issue 16.2 PostgreSQL cut: seen keys keep working, unknown keys get 503, a
 
   assert.equal((await a.get("/v1/models", { key: seen.key })).status, 200);
   assert.equal((await ask(worker.key)).status, 200);
-  await new Promise((r) => setTimeout(r, 2500)); // the usage of that request is written
+  const client = new pg.Client({ connectionString: db.url });
+  await client.connect();
+  cleanups.push(() => client.end());
+  const requestsOf = async (keyId: string) => Number((await client.query("select coalesce(sum(requests), 0) as n from usage where key_id = $1", [keyId])).rows[0].n);
+  await until(async () => (await requestsOf(worker.id)) === 1, "the usage of that request to be written");
 
   proxy.cut("refuse");
   const seenDuring = await a.get("/v1/models", { key: seen.key });
@@ -159,14 +164,11 @@ test("issue 16.2 PostgreSQL cut: seen keys keep working, unknown keys get 503, a
   assert.ok(Date.now() - revokedAt <= 1000, `revocation seen on the other replica after ${Date.now() - revokedAt} ms`);
 
   proxy.restore();
-  const client = new pg.Client({ connectionString: db.url });
-  await client.connect();
-  cleanups.push(() => client.end());
   const deadline = Date.now() + 10_000;
   let usage = 0;
   let stored: string | null = null;
   while (Date.now() < deadline) {
-    usage = Number((await client.query("select coalesce(sum(requests), 0) as n from usage where key_id = $1", [worker.id])).rows[0].n);
+    usage = await requestsOf(worker.id);
     stored = (await client.query("select revoked_at from api_keys where id = $1", [seen.id])).rows[0].revoked_at as string | null;
     if (usage >= 4 && stored) break;
     await new Promise((r) => setTimeout(r, 200));

@@ -6,6 +6,7 @@ import { testConfig } from "./helpers/config.ts";
 import { modelsDir, requester, spawnServer, tempDir, trustingFetch } from "./helpers/server.ts";
 import { createKey } from "./helpers/keys.ts";
 import { sseFrames } from "./helpers/sse.ts";
+import { until } from "./helpers/wait-for.ts";
 
 test("issue 3.12 SIGTERM stops accepting, drains an in-flight stream to [DONE], then exits 0", async () => {
   const dir = tempDir();
@@ -26,9 +27,17 @@ test("issue 3.12 SIGTERM stops accepting, drains an in-flight stream to [DONE], 
   const frames = sseFrames(res);
   assert.ok(!(await frames.next()).done, "the stream has begun");
   const exited = server.stop("SIGTERM");
-  await new Promise((r) => setTimeout(r, 500));
-  const fresh = trustingFetch(readFileSync(path.join(dir, "data/tls/cert.pem"), "utf8"));
-  await assert.rejects(fresh.fetch(`${server.origin}/healthz`), "no new connections while draining");
+  const ca = readFileSync(path.join(dir, "data/tls/cert.pem"), "utf8");
+  const freshConnection = async () => {
+    const fresh = trustingFetch(ca);
+    try {
+      await (await fresh.fetch(`${server.origin}/healthz`)).arrayBuffer();
+    } finally {
+      await fresh.agent.close();
+    }
+  };
+  await until(() => freshConnection().then(() => false, () => true), "the listener to close", 5000);
+  await assert.rejects(freshConnection(), "no new connections while draining");
   let last: unknown = null;
   for await (const frame of frames) last = frame;
   assert.equal(last, "[DONE]", "the stream in flight finished normally");

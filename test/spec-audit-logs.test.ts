@@ -3,6 +3,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Writable } from "node:stream";
 import { startServer, type TestServer } from "./helpers/server.ts";
+import { until } from "./helpers/wait-for.ts";
 
 let srv: TestServer;
 const lines: string[] = [];
@@ -41,11 +42,14 @@ test("decisions.md keys never appear in logs: valid, bad-checksum, unknown and r
     [`${srv.baseURL}/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: "{bad" }],
     [`${srv.baseURL}/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ model: "nope", messages: [{ role: "user", content: "x" }] }) }],
   ];
+  const ids: string[] = [];
   for (const [url, init] of calls) {
     const res = await srv.fetch(url, init);
     await res.arrayBuffer();
+    ids.push(res.headers.get("x-request-id")!);
   }
-  await new Promise((r) => setTimeout(r, 200));
+  const accessLine = (id: string) => lines.some((l) => l.includes(`"reqId":"${id}"`) && l.includes(`"msg":"request"`));
+  await until(() => ids.every(accessLine), "every request's access-log line", 5000);
   assert.ok(lines.length > 0, "the server logged something");
   for (const line of lines) {
     for (const secret of secrets) {
@@ -62,7 +66,7 @@ test("issue 3.6 every log line of a request carries its x-request-id", async () 
   assert.equal(res.status, 404);
   assert.equal(res.headers.get("x-request-id"), id);
   await res.arrayBuffer();
-  await new Promise((r) => setTimeout(r, 200));
+  await until(() => lines.some((l) => l.includes(`"reqId":"${id}"`) && l.includes(`"msg":"request"`)), "the access-log line", 5000);
   const ofRequest = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => JSON.stringify(l).includes(id));
   // Issue 19: one access-log line per request replaces Fastify's two (request, response).
   const access = ofRequest.filter((l) => l.msg === "request");

@@ -4,6 +4,7 @@ import Fastify from "fastify";
 import { SseStream } from "../src/http/sse.ts";
 import { AppError } from "../src/errors/app-error.ts";
 import { parseSse } from "./helpers/sse.ts";
+import { until } from "./helpers/wait-for.ts";
 
 /** The SSE writer on a real Fastify server; the keep-alive period is shortened from 15 s so the test is quick. */
 async function serve(handler: (sse: SseStream) => Promise<void>): Promise<{ text: string; headers: Headers; status: number }> {
@@ -28,9 +29,9 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 test("issue 5.2 while queued before the first token, `: keep-alive` comments go out; they stop at the first frame", async () => {
   const { text, headers, status } = await serve(async (sse) => {
     sse.keepAliveUntilFirstFrame();
-    await sleep(150);
+    await until(() => sse.committed, "the first keep-alive (headers go out with it)", 5000, 10);
     sse.send({ n: 1 });
-    await sleep(150);
+    await sleep(150); // an absence: several keep-alive periods with none after the first frame
     sse.done();
   });
   assert.equal(status, 200);

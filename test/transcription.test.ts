@@ -5,6 +5,7 @@ import { after, before, test } from "node:test";
 import { toFile, APIError } from "openai";
 import { modelsDir, startServer, tempDir, type TestServer } from "./helpers/server.ts";
 import { repeatedJfk } from "./helpers/audio.ts";
+import { until } from "./helpers/wait-for.ts";
 
 /**
  * §4.4 / §2.6 through the real server and the official openai client, on the scripted whisper
@@ -172,7 +173,11 @@ test("§4.4 the event loop stays free: GET /v1/models answers in < 50 ms during 
   let done = false;
   void running.finally(() => (done = true));
   const timings: number[] = [];
-  await new Promise((r) => setTimeout(r, 300));
+  const busy = () => {
+    const { preparing, active } = srv.server.ctx.catalog.get("whisper").stats();
+    return preparing + active > 0;
+  };
+  await until(() => done || busy(), "the transcription to be decoding or running", 10_000, 10);
   while (!done && timings.length < 40) {
     const t = performance.now();
     const res = await srv.fetch(`${srv.baseURL}/models`, { headers: { authorization: `Bearer ${key}` } });

@@ -4,6 +4,7 @@ import { after, before, test } from "node:test";
 import { apiErrorOf } from "./helpers/errors.ts";
 import { json, sse, startReplay, type Replay } from "./helpers/replay-upstream.ts";
 import { runCli, startServer, tempDir, writeConfig, type TestServer } from "./helpers/server.ts";
+import { waitFor } from "./helpers/wait-for.ts";
 
 /**
  * Pool behaviour (routing, ejection, active health, retry rules) with REPLAY SERVERS as upstreams whose answers
@@ -105,8 +106,7 @@ test("an upstream answering 503 is ejected after `failures`, probed after `coold
   assert.equal((await upstreamsOf("ejecting"))[0].state, "ejected");
 
   a.on(chatPath, completion("a"));
-  await new Promise((r) => setTimeout(r, 700));
-  assert.equal((await upstreamsOf("ejecting"))[0].state, "probing");
+  await waitFor(() => upstreamsOf("ejecting"), (u) => u[0].state === "probing", "the 600 ms cooldown to end", 5000);
   const answers = [];
   for (let i = 0; i < 6; i++) answers.push((await ask("ejecting")).choices[0].message.content);
   assert.equal((await upstreamsOf("ejecting"))[0].state, "healthy");
@@ -119,12 +119,10 @@ test("active health: failed checks eject an upstream, passing checks restore it"
   b.on(chatPath, completion("b"));
   a.on("/ready", json(503, { status: "loading" }));
   b.on("/ready", json(200, {}));
-  await new Promise((r) => setTimeout(r, 400));
-  assert.equal((await upstreamsOf("checked"))[0].state, "ejected");
+  await waitFor(() => upstreamsOf("checked"), (u) => u[0].state === "ejected" && u[1].state === "healthy", "two failed checks of a, two passing of b", 5000);
   for (let i = 0; i < 4; i++) assert.equal((await ask("checked")).choices[0].message.content, "b");
   a.on("/ready", json(200, {}));
-  await new Promise((r) => setTimeout(r, 400));
-  assert.equal((await upstreamsOf("checked"))[0].state, "healthy");
+  await waitFor(() => upstreamsOf("checked"), (u) => u[0].state === "healthy", "two passing checks", 5000);
   const answers = [];
   for (let i = 0; i < 4; i++) answers.push((await ask("checked")).choices[0].message.content);
   assert.ok(answers.includes("a"), answers.join(","));
