@@ -64,8 +64,10 @@ export function connectDatabase(config: AppConfig, url: string | null, log: Fast
   if (url) {
     // Fail fast when the database is away (the default is to wait for a connection forever).
     const pool = new pg.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 1000, query_timeout: 5000 });
-    // An idle client losing its connection must not crash the process.
+    // A client losing its connection must not crash the process: an idle one is reported by the pool; one in use
+    // emits "error" on itself (with no listener once checked out) besides failing its query, which reports it.
     pool.on("error", (err) => log.warn({ err }, "postgres pool client error"));
+    pool.on("connect", (client) => client.on("error", () => {}));
     log.debug({ database: describeUrl(url) }, "store: postgres");
     return { db: new Kysely<Database>({ dialect: new PostgresDialect({ pool }) }), dialect: "postgres" };
   }
