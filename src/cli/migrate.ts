@@ -12,7 +12,8 @@ const usage = `usage: modelgate migrate [--config FILE] [--json]
   Without a migrationUrl, serve migrates at start as before and this command is optional. Safe to run again.
 
 example:
-  DATABASE_MIGRATION_URL=postgres://modelgate_owner@db/modelgate DATABASE_URL=postgres://modelgate_app@db/modelgate modelgate migrate`;
+  modelgate migrate --config modelgate.yaml
+  (with database.url and database.migrationUrl in the file, or DATABASE_URL and DATABASE_MIGRATION_URL set)`;
 
 export const migrateCommand: Command = {
   name: "migrate",
