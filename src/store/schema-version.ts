@@ -62,7 +62,10 @@ export const servingPrivileges: Readonly<Record<string, string>> = {
 
 /** Sets the serving role's privileges to exactly `servingPrivileges`, in one transaction (PostgreSQL, as the owner). */
 export async function grantServingRole(db: Kysely<Database>, role: string): Promise<void> {
-  const tables = (await db.introspection.getTables({ withInternalKyselyTables: true })).map((t) => t.name);
+  // The schema the migrations created their tables in (search_path decides), not others sharing the database.
+  const all = await db.introspection.getTables({ withInternalKyselyTables: true });
+  const schema = all.find((t) => t.name === "kysely_migration")?.schema;
+  const tables = all.filter((t) => t.schema === schema).map((t) => t.name);
   const missing = tables.filter((t) => !Object.hasOwn(servingPrivileges, t));
   if (missing.length > 0) throw new Error(`no serving-role privileges are defined for table(s) ${missing.join(", ")} (servingPrivileges)`);
   await db.transaction().execute(async (trx) => {

@@ -84,7 +84,7 @@ export function connectDatabase(config: AppConfig, url: string | null, log: Fast
 }
 
 export interface OpenStoreOptions {
-  /** false for commands that never hash a key (audit, usage): the key secret is neither needed nor checked. */
+  /** false for commands that never hash a key (`modelgate audit`): the key secret is neither needed nor checked. */
   keySecret?: boolean;
 }
 
