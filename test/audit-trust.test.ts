@@ -192,6 +192,13 @@ for (const dialect of ["sqlite", "postgres"] as const) {
         const report = await store.audit.verify();
         assert.deepEqual([report.firstBreak, report.entries], [null, 4]);
         await assert.rejects(store.db.updateTable("audit_log").set({ actor: "console" }).execute(), /append-only/, "the triggers are back");
+        // Whoever can lift the triggers (the owner; with SQLite, whoever can write the file) and deletes an entry:
+        if (dialect === "sqlite") {
+          await sql`DROP TRIGGER audit_log_no_delete`.execute(store.db);
+          await sql`DELETE FROM audit_log WHERE seq = 2`.execute(store.db);
+          const broken = await store.audit.verify();
+          assert.deepEqual([broken.entries, broken.firstBreak?.seq, broken.firstBreak?.reason], [1, 3, "entry 2 is missing: entries were deleted or renumbered"]);
+        }
       } finally {
         await store.close();
       }
