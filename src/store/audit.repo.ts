@@ -89,7 +89,8 @@ export class AuditRepo {
     if (filter.account) query = query.where("account_id", "=", filter.account);
     if (filter.action) query = query.where("action", "=", filter.action);
     if (filter.actor) query = query.where("actor", "=", filter.actor);
-    const rows = await query.orderBy("at", "desc").orderBy("id", "desc").limit(filter.limit ?? 500).execute();
+    // Entries of the same millisecond in the order they were appended.
+    const rows = await query.orderBy("at", "desc").orderBy("seq", "desc").limit(filter.limit ?? 500).execute();
     return rows.map(toEntry);
   }
 }
