@@ -107,7 +107,7 @@ viaProxy.port = String(pgProxy.port);
 const pgDir = tempDir();
 await drill(
   "PostgreSQL",
-  { dataDir: path.join(pgDir, "data"), models: [], database: { url: viaProxy.toString() }, plans: { big: { rateLimit: { requests: 1_000_000, window: "1m" } } } },
+  { dataDir: path.join(pgDir, "data"), models: [], keySecret: "outages-bench-key-secret-0123456789", database: { url: viaProxy.toString() }, plans: { big: { rateLimit: { requests: 1_000_000, window: "1m" } } } },
   pgDir,
   { plan: "big" },
   pgProxy,

@@ -1,7 +1,9 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import OpenAI from "openai";
-import { createKey as createKeyRecord, revokeKey } from "../src/keys/lifecycle.ts";
+import { revokeKey } from "../src/keys/lifecycle.ts";
+import { displayPrefix, generateKey, newId } from "../src/keys/key-format.ts";
+import { hashKey } from "../src/keys/key-secret.ts";
 import { openStore } from "../src/store/store.ts";
 import { startServer, type TestServer } from "./helpers/server.ts";
 import { freshPostgres, silentLogger } from "./helpers/keys.ts";
@@ -33,6 +35,7 @@ for (const dialect of ["sqlite", "postgres"] as const) {
         const db = await freshPostgres();
         drop = db.drop;
         raw.database = { url: db.url };
+        raw.keySecret = "auth-test-key-secret-0123456789";
       }
       s = await startServer(raw);
     });
@@ -221,14 +224,17 @@ for (const dialect of ["sqlite", "postgres"] as const) {
   });
 }
 
-test("a key created on one store is not valid with another secret (HMAC under the server secret)", async () => {
+test("a key hashed under another secret is not valid (HMAC under the server secret), and the store refuses to open under another secret", async () => {
   const s = await startServer({ models: [], keySecret: "secret-a-0123456789abcdef" });
   try {
-    const store = await openStore({ ...s.config, keySecret: "secret-b-0123456789abcdef" }, silentLogger());
-    let key: string;
+    await assert.rejects(openStore({ ...s.config, keySecret: "secret-b-0123456789abcdef" }, silentLogger()), /is not the one this database's API keys are hashed with/);
+    // What a node with the other secret would have written.
+    const store = await openStore(s.config, silentLogger());
+    const key = generateKey();
     try {
       const account = await store.accounts.insert({ id: "acct_x", name: "x", plan: "default", allowIps: [], contacts: [], createdAt: new Date().toISOString() });
-      key = (await createKeyRecord(store, { account: account.id }, { actor: "cli" })).key;
+      const record = { id: newId("key"), accountId: account.id, prefix: displayPrefix(key), name: null, models: null, endpoints: null, deployment: null, createdAt: new Date().toISOString(), lastUsedAt: null, revokedAt: null };
+      await store.keys.insert(record, hashKey(Buffer.from("secret-b-0123456789abcdef"), key));
     } finally {
       await store.close();
     }

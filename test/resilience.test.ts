@@ -175,6 +175,12 @@ test("issue 16.2 PostgreSQL cut: seen keys keep working, unknown keys get 503, a
   }
   assert.equal(usage, 4, "the three requests made during the cut were recorded after it");
   assert.ok(stored, "the revocation made during the cut was written once the database returned");
+  const audit = await client.query("select actor, source, detail from audit_log where key_id = $1 and action = 'key.revoke'", [seen.id]);
+  assert.deepEqual(
+    audit.rows.map((r) => [r.actor, r.source, JSON.parse(r.detail).pending]),
+    [["admin-token", "127.0.0.1", true]],
+    "issue 29.6: its audit entry was written with it",
+  );
   assert.equal((await a.get("/v1/models", { key: unseen.key })).status, 200, "unknown keys are checked again");
   assert.equal((await a.get("/v1/models", { key: seen.key })).status, 401);
 });

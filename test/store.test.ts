@@ -1,6 +1,6 @@
 import { after, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { rmSync, statSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { sql } from "kysely";
 import { testConfig } from "./helpers/config.ts";
@@ -15,13 +15,14 @@ import { tempDir } from "./helpers/server.ts";
 /** The audit context of operations made here (as the CLI makes them). */
 const cli = { actor: "cli" as const };
 const plans = { dedicated: { ipAllowlist: true, rateLimit: { requests: 5, window: "1s" } } };
+const keySecret = "store-test-key-secret-0123456789";
 
 async function configs(): Promise<{ name: string; config: AppConfig; cleanup(): Promise<void> }[]> {
   const dir = tempDir();
   const pgdb = await freshPostgres();
   return [
     { name: "sqlite", config: testConfig({ dataDir: dir, models: [], plans }, null), cleanup: async () => rmSync(dir, { recursive: true, force: true }) },
-    { name: "postgres", config: testConfig({ dataDir: dir, models: [], plans, database: { url: pgdb.url } }, null), cleanup: () => pgdb.drop() },
+    { name: "postgres", config: testConfig({ dataDir: dir, models: [], plans, keySecret, database: { url: pgdb.url } }, null), cleanup: () => pgdb.drop() },
   ];
 }
 
@@ -54,7 +55,11 @@ for (const { name, config } of all) {
             ["account.update", "cli", "cto@audit.example", null, null],
           ],
         );
-        assert.deepEqual(entries.find((e) => e.action === "key.rotate")!.detail, { replaces: key.id, prefix: rotated.prefix });
+        assert.deepEqual(entries.find((e) => e.action === "key.rotate")!.detail, {
+          replaces: key.id,
+          prefix: rotated.prefix,
+          changes: { name: { from: null, to: "ci" }, models: { from: null, to: null }, endpoints: { from: null, to: null }, deployment: { from: null, to: null } },
+        });
         const rows = JSON.stringify(await store.db.selectFrom("audit_log").selectAll().execute());
         for (const value of [key.key, rotated.key]) assert.ok(!rows.includes(value.slice(11)), "no key value in the audit log");
 
@@ -128,6 +133,136 @@ for (const { name, config } of all) {
         await assert.rejects(createKey(store, { account: a.id, endpoints: ["chat", "images"] }, cli), /unknown endpoint/);
       } finally {
         await store.close();
+      }
+    });
+
+    test("issue 29.19 audit entries carry the old and new values of the fields an operation set or changed", async () => {
+      const store = await openStore(config, silentLogger());
+      try {
+        const account = await createAccount(store, config, { name: `changes-${name}`, contacts: ["a@changes.example"] }, cli);
+        const both = ["a@changes.example", "b@changes.example"];
+        await updateAccount(store, config, account.id, { plan: "dedicated", allowIps: ["192.0.2.0/24"], contacts: both, name: `renamed-${name}` }, cli);
+        await updateAccount(store, config, account.id, { plan: "dedicated" }, cli);
+        const key = await createKey(store, { account: account.id, name: "ci", models: ["qwen*"], endpoints: ["chat"], deployment: "dedicated-a" }, cli);
+        const entries = (await store.audit.list({ account: account.id })).reverse();
+        assert.deepEqual(
+          entries.map((e) => [e.action, e.detail]),
+          [
+            [
+              "account.create",
+              {
+                name: `changes-${name}`,
+                plan: "default",
+                changes: { name: { from: null, to: `changes-${name}` }, plan: { from: null, to: "default" }, allowIps: { from: null, to: [] }, contacts: { from: null, to: ["a@changes.example"] } },
+              },
+            ],
+            [
+              "account.update",
+              {
+                changed: ["name", "plan", "allowIps", "contacts"],
+                changes: {
+                  name: { from: `changes-${name}`, to: `renamed-${name}` },
+                  plan: { from: "default", to: "dedicated" },
+                  allowIps: { from: [], to: ["192.0.2.0/24"] },
+                  contacts: { from: ["a@changes.example"], to: both },
+                },
+              },
+            ],
+            ["account.update", { changed: [], changes: {} }],
+            [
+              "key.create",
+              {
+                prefix: key.prefix,
+                name: "ci",
+                changes: { name: { from: null, to: "ci" }, models: { from: null, to: ["qwen*"] }, endpoints: { from: null, to: ["chat"] }, deployment: { from: null, to: "dedicated-a" } },
+              },
+            ],
+          ],
+        );
+      } finally {
+        await store.close();
+      }
+    });
+
+    test("issue 29.15 a usage batch written again after its acknowledgement was lost counts once", async () => {
+      const store = await openStore(config, silentLogger());
+      const recorder = new UsageRecorder(store, silentLogger());
+      try {
+        const account = await createAccount(store, config, { name: `replay-${name}` }, cli);
+        const key = await createKey(store, { account: account.id }, cli);
+        // The commit goes through, then the connection drops before its answer: to the recorder the database is away.
+        const add = store.usage.add.bind(store.usage) as (...args: unknown[]) => Promise<unknown>;
+        let loseAck = true;
+        (store.usage as unknown as { add: (...args: unknown[]) => Promise<unknown> }).add = async (...args) => {
+          const result = await add(...args);
+          if (loseAck) {
+            loseAck = false;
+            throw new Error("Connection terminated unexpectedly");
+          }
+          return result;
+        };
+        for (let i = 0; i < 3; i++) recorder.record({ keyId: key.id, accountId: account.id, model: "m1", endpoint: "chat", promptTokens: 10, completionTokens: 5 });
+        await recorder.flush();
+        assert.equal(loseAck, false, "the first write committed and lost its acknowledgement");
+        recorder.record({ keyId: key.id, accountId: account.id, model: "m1", endpoint: "chat", promptTokens: 1, completionTokens: 1 });
+        await recorder.flush();
+        const rows = await store.usage.summary(account.id);
+        assert.deepEqual(
+          rows.map((r) => [r.model, r.endpoint, r.requests, r.promptTokens, r.completionTokens]),
+          [["m1", "chat", 4, 31, 16]],
+        );
+        const delta = { keyId: key.id, accountId: account.id, model: "m2", endpoint: "chat", day: "2026-01-01", requests: 1, promptTokens: 2, completionTokens: 3 };
+        assert.equal(await store.usage.add("batch-replayed", [delta]), true);
+        assert.equal(await store.usage.add("batch-replayed", [delta]), false, "a replayed batch id is a no-op");
+        assert.deepEqual((await store.usage.summary(account.id)).find((r) => r.model === "m2")?.requests, 1);
+      } finally {
+        await recorder.close();
+        await store.close();
+      }
+    });
+
+    test("issue 29.8 a key secret other than the one the database's keys are hashed with refuses to start, saying what to do", async () => {
+      const dataDir = tempDir();
+      const db = name === "postgres" ? await freshPostgres() : null;
+      const base = { dataDir, models: [], ...(db ? { database: { url: db.url } } : {}) };
+      try {
+        const original = testConfig({ ...base, keySecret: "the-original-secret-0123456789" }, null);
+        const store = await openStore(original, silentLogger());
+        const account = await createAccount(store, original, { name: `secret-${name}` }, cli);
+        await createKey(store, { account: account.id }, cli);
+        await store.close();
+        await assert.rejects(
+          openStore(testConfig({ ...base, keySecret: "another-secret-0123456789abcdef" }, null), silentLogger()),
+          (err: Error) => /is not the one this database's API keys are hashed with/.test(err.message) && /MODELGATE_KEY_SECRET/.test(err.message) && /cannot be verified/.test(err.message),
+        );
+        if (db) await assert.rejects(openStore(testConfig(base, null), silentLogger()), /with PostgreSQL, set keySecret \(or MODELGATE_KEY_SECRET\)/);
+        await (await openStore(original, silentLogger())).close();
+      } finally {
+        await db?.drop();
+        rmSync(dataDir, { recursive: true, force: true });
+      }
+    });
+
+    test("issue 29.8 a missing <dataDir>/secret is not generated again over a store that holds keys or a check value", { skip: name !== "sqlite" }, async () => {
+      const dataDir = tempDir();
+      const file = path.join(dataDir, "secret");
+      try {
+        const config = testConfig({ dataDir, models: [] }, null);
+        await (await openStore(config, silentLogger())).close();
+        const saved = readFileSync(file);
+        rmSync(file);
+        await assert.rejects(openStore(config, silentLogger()), /secret is missing, but this database holds API keys[\s\S]*MODELGATE_KEY_SECRET/);
+        assert.ok(!existsSync(file), "no new secret was generated");
+        writeFileSync(file, saved, { mode: 0o600 });
+        const store = await openStore(config, silentLogger());
+        const account = await createAccount(store, config, { name: "keeps-its-secret" }, cli);
+        await createKey(store, { account: account.id }, cli);
+        await store.close();
+        rmSync(file);
+        await assert.rejects(openStore(config, silentLogger()), /secret is missing/);
+        assert.ok(!existsSync(file));
+      } finally {
+        rmSync(dataDir, { recursive: true, force: true });
       }
     });
 

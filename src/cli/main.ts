@@ -12,6 +12,7 @@ const commands: Record<string, () => Promise<Command>> = {
   accounts: async () => (await import("./accounts.ts")).accountsCommand,
   usage: async () => (await import("./usage.ts")).usageCommand,
   audit: async () => (await import("./audit.ts")).auditCommand,
+  migrate: async () => (await import("./migrate.ts")).migrateCommand,
   models: async () => (await import("./models.ts")).modelsCommand,
   pull: async () => (await import("./pull.ts")).pullCommand,
 };
@@ -24,6 +25,8 @@ commands:
   keys create|list|rotate|revoke ...     manage API keys
   usage [--account A]                    show recorded usage
   audit [--account A] [--action X]       show the audit log of account and key operations
+  audit verify                           check the audit log's hash chain; exit 1 at the first break
+  migrate                                run the database migrations (as database.migrationUrl's role)
   models list                            show configured models and their local state
   pull [<ref>] [--dtype D]               download models from the Hugging Face hub
   help [<command>]                       this text, or a command's options and an example

@@ -3,15 +3,15 @@ import pino from "pino";
 import type { FastifyBaseLogger } from "fastify";
 import { CliError, type CliContext } from "./command.ts";
 import { parseOptions } from "./args.ts";
-import { openStore, type Store } from "../store/store.ts";
+import { openStore, type OpenStoreOptions, type Store } from "../store/store.ts";
 import { LifecycleError, type AuditContext } from "../keys/lifecycle.ts";
 
 /** Opens the store with a silent logger, runs `fn`, closes the store; lifecycle errors become CLI errors. */
-export async function withStore<T>(ctx: CliContext, fn: (store: Store) => Promise<T>): Promise<T> {
+export async function withStore<T>(ctx: CliContext, fn: (store: Store) => Promise<T>, storeOptions: OpenStoreOptions = {}): Promise<T> {
   const log = pino({ level: "silent" }) as unknown as FastifyBaseLogger;
   let store: Store;
   try {
-    store = await openStore(ctx.config, log);
+    store = await openStore(ctx.config, log, storeOptions);
   } catch (err) {
     throw new CliError("store_unavailable", `cannot open the store: ${(err as Error).message}`);
   }

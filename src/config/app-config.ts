@@ -80,6 +80,8 @@ export interface AppConfig {
   observability: boolean;
   keySecret: string | null;
   databaseUrl: string | null;
+  /** The PostgreSQL owner role's URL for `modelgate migrate`; set, serve and the CLI never migrate themselves. */
+  databaseMigrationUrl: string | null;
   redisUrl: string | null;
   /** While Redis is unreachable: count locally and admit (`open`), or refuse with 503 (`closed`). */
   redisOnError: "open" | "closed";

@@ -142,7 +142,19 @@ export const Config = Type.Object(
     ),
     /** HMAC secret for API key hashes; generated into <dataDir>/secret when unset. */
     keySecret: Type.Optional(Type.String({ minLength: 16 })),
-    database: Type.Optional(Type.Object({ url: Type.Optional(Type.String()) }, { additionalProperties: false })),
+    database: Type.Optional(
+      Type.Object(
+        {
+          url: Type.Optional(Type.String()),
+          /**
+           * PostgreSQL: the owner role's URL, used only by `modelgate migrate`. Set, the serving role (url) never
+           * migrates: it checks the schema version at start and refuses to start while migrations are pending.
+           */
+          migrationUrl: Type.Optional(Type.String()),
+        },
+        { additionalProperties: false },
+      ),
+    ),
     redis: Type.Optional(
       Type.Object(
         {

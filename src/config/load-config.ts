@@ -206,6 +206,12 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
     if (!parseCidr(cidr)) throw new ConfigError(`${file ?? "config"}: invalid CIDR "${cidr}" at server.trustProxy[${i}]`);
   }
 
+  const databaseUrl = process.env.DATABASE_URL || input.database?.url || null;
+  const databaseMigrationUrl = process.env.DATABASE_MIGRATION_URL || input.database?.migrationUrl || null;
+  if (databaseMigrationUrl && !databaseUrl) {
+    throw new ConfigError(`${file ?? "config"}: database.migrationUrl (DATABASE_MIGRATION_URL) needs database.url (DATABASE_URL): the serving role's URL, whose role the migration grants its privileges to`);
+  }
+
   const usingDefaultCatalog = input.models === undefined;
   const modelConfigs = input.models ?? defaultCatalog;
   const seen = new Set<string>();
@@ -243,7 +249,8 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
     metricsPerAccount: input.metrics?.perAccount ?? false,
     observability: input.metrics?.enabled ?? true,
     keySecret: input.keySecret ?? null,
-    databaseUrl: process.env.DATABASE_URL || input.database?.url || null,
+    databaseUrl,
+    databaseMigrationUrl,
     redisUrl: process.env.REDIS_URL || input.redis?.url || null,
     redisOnError: input.redis?.onError ?? "open",
     staleIfErrorMs: parseDuration(input.store?.staleIfError ?? "5m"),

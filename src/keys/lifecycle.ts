@@ -2,7 +2,7 @@ import { allEndpoints, type Endpoint } from "../config/config.schema.ts";
 import type { AppConfig } from "../config/app-config.ts";
 import type { Account } from "../store/accounts.repo.ts";
 import type { ApiKeyRecord } from "../store/keys.repo.ts";
-import type { AuditActor } from "../store/audit.repo.ts";
+import type { AuditActor, AuditEntry } from "../store/audit.repo.ts";
 import type { Store, StoreTransaction } from "../store/store.ts";
 import { isStoreUnreachable } from "../store/store-health.ts";
 import type { RevocationBus } from "./revocation-bus.ts";
@@ -91,6 +91,25 @@ async function audited<T>(
   });
 }
 
+type FieldChanges = Record<string, { from: unknown; to: unknown }>;
+
+/**
+ * Old and new values of the audited fields, for the entry's `detail.changes`: every field for a create (`before` null,
+ * so `from` is null), the fields whose value differs for an update.
+ */
+function fieldChanges<T extends object>(before: T | null, after: T, fields: (keyof T & string)[]): FieldChanges {
+  const changes: FieldChanges = {};
+  for (const field of fields) {
+    const from = before === null ? null : before[field];
+    if (before !== null && JSON.stringify(from) === JSON.stringify(after[field])) continue;
+    changes[field] = { from, to: after[field] };
+  }
+  return changes;
+}
+
+const accountFields = ["name", "plan", "allowIps", "contacts"] as const satisfies (keyof Account)[];
+const keyFields = ["name", "models", "endpoints", "deployment"] as const satisfies (keyof CreatedKey)[];
+
 const namePattern = /^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/;
 const emailPattern = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 const deploymentPattern = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -157,7 +176,8 @@ export async function createAccount(store: Store, config: AppConfig, input: Acco
   const contacts = checkContacts(input.contacts ?? []);
   if (await store.accounts.find(name)) throw new LifecycleError("invalid_parameter", "name", `account "${name}" already exists`);
   const asked = onBehalfOf(by, { name, contacts });
-  return audited(store, by, { action: "account.create", onBehalfOf: asked, accountId: (a) => a.id, detail: (a) => ({ name: a.name, plan: a.plan }) }, (tx) =>
+  const detail = (a: Account) => ({ name: a.name, plan: a.plan, changes: fieldChanges(null, a, [...accountFields]) });
+  return audited(store, by, { action: "account.create", onBehalfOf: asked, accountId: (a) => a.id, detail }, (tx) =>
     tx.accounts.insert({ id: newId("acct"), name, plan, allowIps, contacts, createdAt: now() }),
   );
 }
@@ -175,8 +195,11 @@ export async function updateAccount(store: Store, config: AppConfig, idOrName: s
     if (!namePattern.test(name) || name.startsWith("acct_")) throw new LifecycleError("invalid_parameter", "name", `invalid account name "${name}"`);
     if (await store.accounts.find(name)) throw new LifecycleError("invalid_parameter", "name", `account "${name}" already exists`);
   }
-  const changed = Object.entries({ name, plan: input.plan, allowIps: input.allowIps, contacts }).filter(([, v]) => v !== undefined).map(([k]) => k);
-  return audited(store, by, { action: "account.update", onBehalfOf: asked, accountId: () => account.id, detail: () => ({ changed }) }, async (tx) => {
+  const detail = (after: Account) => {
+    const changes = fieldChanges(account, after, [...accountFields]);
+    return { changed: Object.keys(changes), changes };
+  };
+  return audited(store, by, { action: "account.update", onBehalfOf: asked, accountId: () => account.id, detail }, async (tx) => {
     await tx.accounts.update(account.id, { name, plan, allowIps, contacts });
     return (await tx.accounts.find(account.id))!;
   });
@@ -244,7 +267,8 @@ export async function createKey(store: Store, input: KeyInput, by: AuditContext)
   const account = await findAccount(store, input.account);
   const scopes = checkScopes(input);
   const asked = onBehalfOf(by, account);
-  return audited(store, by, { action: "key.create", onBehalfOf: asked, accountId: () => account.id, keyId: (k) => k.id, detail: (k) => ({ prefix: k.prefix, name: k.name }) }, (tx) =>
+  const detail = (k: CreatedKey) => ({ prefix: k.prefix, name: k.name, changes: fieldChanges(null, k, [...keyFields]) });
+  return audited(store, by, { action: "key.create", onBehalfOf: asked, accountId: () => account.id, keyId: (k) => k.id, detail }, (tx) =>
     insertKey(tx, store.keySecret, account, { ...scopes, name: input.name?.trim() || null }),
   );
 }
@@ -261,16 +285,18 @@ export async function rotateKey(store: Store, id: string, by: AuditContext): Pro
   if (old.revokedAt) throw new LifecycleError("invalid_parameter", "id", `key "${id}" is revoked; create a new key instead`);
   const account = await findAccount(store, old.accountId);
   const asked = onBehalfOf(by, account);
-  return audited(store, by, { action: "key.rotate", onBehalfOf: asked, accountId: () => account.id, keyId: (k) => k.id, detail: (k) => ({ replaces: old.id, prefix: k.prefix }) }, (tx) =>
+  // The new key takes the old one's name, scopes and deployment: recorded as a create's values.
+  const detail = (k: CreatedKey) => ({ replaces: old.id, prefix: k.prefix, changes: fieldChanges(null, k, [...keyFields]) });
+  return audited(store, by, { action: "key.rotate", onBehalfOf: asked, accountId: () => account.id, keyId: (k) => k.id, detail }, (tx) =>
     insertKey(tx, store.keySecret, account, { models: old.models, endpoints: old.endpoints, deployment: old.deployment, name: old.name }),
   );
 }
 
-/** Permanent. Revoking an already revoked key answers its original revocation time. */
 /**
- * Revokes a key for good, and tells every replica through `bus` (Redis) so caches drop it at once. While the
- * database is unreachable, a revocation can still be made with a bus: it takes effect on every replica at once
- * and is written when the database returns (`pending: true`).
+ * Revokes a key for good (revoking it again answers its original revocation time), and tells every replica through
+ * `bus` (Redis) so caches drop it at once. While the database is unreachable, a revocation can still be made with a
+ * bus: it takes effect on every replica at once and is written, with its audit entry, when the database returns
+ * (`pending: true`, writePendingRevocations).
  */
 export async function revokeKey(store: Store, id: string, by: AuditContext, bus: RevocationBus | null = null): Promise<{ id: string; revokedAt: string; pending?: boolean }> {
   const at = now();
@@ -284,9 +310,50 @@ export async function revokeKey(store: Store, id: string, by: AuditContext, bus:
     return { id, revokedAt: key!.revokedAt! };
   } catch (err) {
     if (!bus || !isStoreUnreachable(err)) throw err;
-    await bus.holdPending(id, at);
+    // The account and its contacts are out of reach: the entry is completed when it is written.
+    const entry: AuditEntry = { id: newId("aud"), at, actor: by.actor, onBehalfOf: by.onBehalfOf?.trim() || null, action: "key.revoke", accountId: null, keyId: id, source: by.source ?? null, detail: null };
+    await bus.holdPending(id, at, entry);
     await bus.publish(id, at);
     return { id, revokedAt: at, pending: true };
+  }
+}
+
+/**
+ * Writes one revocation accepted while the database was unreachable, with its audit entries, in one transaction.
+ * An entry another replica wrote already is skipped (entries keep the id they were given when held). The claimed
+ * on-behalf-of contact is checked now: one the account does not register is kept as `detail.unverifiedOnBehalfOf`.
+ * Returns false when this database holds no such key (another deployment sharing the Redis writes it).
+ */
+export async function writePendingRevocation(store: Store, keyId: string, revokedAt: string, entries: AuditEntry[]): Promise<boolean> {
+  return store.transaction(async (tx) => {
+    const key = await tx.keys.revoke(keyId, revokedAt);
+    if (!key) return false;
+    const account = await tx.accounts.find(key.accountId);
+    for (const entry of entries) {
+      const claimed = entry.onBehalfOf;
+      const verified = claimed !== null && Boolean(account?.contacts.includes(claimed));
+      await tx.audit.appendOnce({
+        ...entry,
+        accountId: key.accountId,
+        onBehalfOf: verified ? claimed : null,
+        detail: { prefix: key.prefix, pending: true, ...(claimed !== null && !verified ? { unverifiedOnBehalfOf: claimed } : {}) },
+      });
+    }
+    return true;
+  });
+}
+
+/** Writes every revocation held in `bus` that this database can take; stops at the first database error. */
+export async function writePendingRevocations(store: Store, bus: RevocationBus, log: { info(obj: object, msg: string): void }): Promise<void> {
+  const pending = await bus.pending();
+  const entries = await bus.pendingAudit();
+  const keyIds = new Set([...pending.keys(), ...entries.map((e) => e.keyId).filter((id): id is string => id !== null)]);
+  for (const keyId of keyIds) {
+    const held = entries.filter((e) => e.keyId === keyId);
+    const revokedAt = pending.get(keyId) ?? held[0].at;
+    if (!(await store.health.run(() => writePendingRevocation(store, keyId, revokedAt, held)))) continue;
+    await bus.clearPending(keyId, held.map((e) => e.id));
+    log.info({ keyId }, "wrote a revocation accepted while the database was unreachable");
   }
 }
 

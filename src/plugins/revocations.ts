@@ -1,4 +1,5 @@
 import fp from "fastify-plugin";
+import { writePendingRevocations } from "../keys/lifecycle.ts";
 import { RedisRevocationBus, type RevocationBus } from "../keys/revocation-bus.ts";
 import type { Store } from "../store/store.ts";
 import "./auth.ts";
@@ -15,7 +16,7 @@ const applyEveryMs = 2_000;
 /**
  * With Redis: every replica drops a revoked key from its caches the moment any replica (or the CLI) publishes the
  * revocation, and revocations accepted while the database was away are written once it answers again, by
- * whichever replica gets there first.
+ * whichever replica gets there first, each with its audit entry in the same transaction.
  */
 export const revocationsPlugin = fp(
   async (app, opts: { redisUrl: string | null; store: Store }) => {
@@ -28,25 +29,8 @@ export const revocationsPlugin = fp(
     app.decorate("revocations", bus);
 
     const { store } = opts;
-    const apply = async () => {
-      let pending: Map<string, string>;
-      try {
-        pending = await bus.pending();
-      } catch {
-        return;
-      }
-      for (const [keyId, revokedAt] of pending) {
-        try {
-          // A key this database does not hold belongs to another deployment sharing the Redis: left for it.
-          const written = await store.health.run(() => store.keys.revoke(keyId, revokedAt));
-          if (!written) continue;
-          await bus.clearPending(keyId);
-          app.log.info({ keyId }, "wrote a revocation accepted while the database was unreachable");
-        } catch {
-          return;
-        }
-      }
-    };
+    // A failure (Redis or the database still away) is retried on the next tick.
+    const apply = () => writePendingRevocations(store, bus, app.log).catch(() => {});
     const timer = setInterval(() => void apply(), applyEveryMs);
     timer.unref();
     app.ctx.onClose(async () => {

@@ -1,4 +1,6 @@
 import type { Kysely } from "kysely";
+import { appendChained, verifyAuditChain, type ChainReport } from "./audit-chain.ts";
+import { atomically } from "./dialect.ts";
 import type { Database } from "./schema.ts";
 
 export type AuditActor = "console" | "cli" | "admin-token";
@@ -38,25 +40,47 @@ function toEntry(row: Row): AuditEntry {
   };
 }
 
-/** The audit log: append and read, nothing else (the database refuses updates and deletes). */
+/**
+ * The audit log: append and read, nothing else (the database refuses updates and deletes, and with a separate
+ * owner role the serving role may only INSERT and SELECT). Every entry is chained to the one before it by a
+ * SHA-256 hash (audit-chain.ts), so an edit made by whoever can bypass that is found by `verify`.
+ */
 export class AuditRepo {
   constructor(private readonly db: Kysely<Database>) {}
 
+  /** Appends at the head of the chain, in the caller's transaction when the repo is bound to one. */
   async append(entry: AuditEntry): Promise<void> {
-    await this.db
-      .insertInto("audit_log")
-      .values({
-        id: entry.id,
-        at: entry.at,
-        actor: entry.actor,
-        on_behalf_of: entry.onBehalfOf,
-        action: entry.action,
-        account_id: entry.accountId,
-        key_id: entry.keyId,
-        source: entry.source,
-        detail: entry.detail === null ? null : JSON.stringify(entry.detail),
-      })
-      .execute();
+    await this.write(entry, false);
+  }
+
+  /** Appends unless an entry with this id is already in the log; returns whether it appended. */
+  appendOnce(entry: AuditEntry): Promise<boolean> {
+    return this.write(entry, true);
+  }
+
+  /** Walks the hash chain from the first entry and reports the first break. */
+  verify(): Promise<ChainReport> {
+    return verifyAuditChain(this.db);
+  }
+
+  /** The hash of entry `seq`, or null when there is none (to check an anchor recorded earlier). */
+  async hashAt(seq: number): Promise<string | null> {
+    return (await this.db.selectFrom("audit_log").select("hash").where("seq", "=", seq).executeTakeFirst())?.hash ?? null;
+  }
+
+  private write(entry: AuditEntry, once: boolean): Promise<boolean> {
+    const row = {
+      id: entry.id,
+      at: entry.at,
+      actor: entry.actor,
+      on_behalf_of: entry.onBehalfOf,
+      action: entry.action,
+      account_id: entry.accountId,
+      key_id: entry.keyId,
+      source: entry.source,
+      detail: entry.detail === null ? null : JSON.stringify(entry.detail),
+    };
+    return atomically(this.db, (trx) => appendChained(trx, row, once));
   }
 
   /** Newest first; `account` is an account id. */
@@ -65,7 +89,8 @@ export class AuditRepo {
     if (filter.account) query = query.where("account_id", "=", filter.account);
     if (filter.action) query = query.where("action", "=", filter.action);
     if (filter.actor) query = query.where("actor", "=", filter.actor);
-    const rows = await query.orderBy("at", "desc").orderBy("id", "desc").limit(filter.limit ?? 500).execute();
+    // Entries of the same millisecond in the order they were appended.
+    const rows = await query.orderBy("at", "desc").orderBy("seq", "desc").limit(filter.limit ?? 500).execute();
     return rows.map(toEntry);
   }
 }

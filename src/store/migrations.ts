@@ -1,5 +1,7 @@
-import { PostgresAdapter, sql, type Kysely } from "kysely";
+import { sql, type Kysely } from "kysely";
 import type { Migration, MigrationProvider } from "kysely/migration";
+import { auditEntryHash, genesisHash, type ChainedFields } from "./audit-chain.ts";
+import { atomically, isPostgres } from "./dialect.ts";
 
 /**
  * The one migration set for SQLite and PostgreSQL: only types both understand (text, bigint), timestamps as
@@ -68,7 +70,7 @@ const migrations: Record<string, Migration> = {
         .execute();
       await db.schema.createIndex("audit_log_account_idx").on("audit_log").columns(["account_id", "at"]).execute();
       // Append-only in the database itself, whoever connects: updates and deletes fail.
-      if (await isPostgres(db)) {
+      if (isPostgres(db)) {
         await sql`CREATE FUNCTION audit_log_append_only() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'audit_log is append-only'; END $$ LANGUAGE plpgsql`.execute(db);
         await sql`CREATE TRIGGER audit_log_append_only BEFORE UPDATE OR DELETE ON audit_log FOR EACH ROW EXECUTE FUNCTION audit_log_append_only()`.execute(db);
       } else {
@@ -83,17 +85,78 @@ const migrations: Record<string, Migration> = {
   "0003_audit_log_no_truncate": {
     // PostgreSQL's TRUNCATE empties a table without firing row triggers; SQLite has no TRUNCATE.
     async up(db: Kysely<any>) {
-      if (!(await isPostgres(db))) return;
+      if (!isPostgres(db)) return;
       await sql`CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON audit_log FOR EACH STATEMENT EXECUTE FUNCTION audit_log_append_only()`.execute(db);
     },
     async down() {
       throw new Error("the audit log is append-only: no down migration");
     },
   },
+  "0004_audit_chain": {
+    // Entries written before the chain are chained here, oldest first (by time, then id): from now on the chain
+    // vouches for them as they stood at this migration (what happened to them before cannot be known).
+    async up(db: Kysely<any>) {
+      await atomically(db, async (trx) => {
+        await trx.schema.alterTable("audit_log").addColumn("seq", "bigint").execute();
+        await trx.schema.alterTable("audit_log").addColumn("prev_hash", "text").execute();
+        await trx.schema.alterTable("audit_log").addColumn("hash", "text").execute();
+        await chainExistingEntries(trx);
+        await trx.schema.createIndex("audit_log_seq_idx").unique().on("audit_log").column("seq").execute();
+        if (isPostgres(trx)) {
+          await sql`ALTER TABLE audit_log ALTER COLUMN seq SET NOT NULL, ALTER COLUMN prev_hash SET NOT NULL, ALTER COLUMN hash SET NOT NULL`.execute(trx);
+        } else {
+          // SQLite cannot add NOT NULL to existing columns.
+          await sql`CREATE TRIGGER audit_log_chained BEFORE INSERT ON audit_log WHEN NEW.seq IS NULL OR NEW.prev_hash IS NULL OR NEW.hash IS NULL BEGIN SELECT RAISE(ABORT, 'audit_log entries are chained: seq, prev_hash and hash are required'); END`.execute(trx);
+        }
+      });
+    },
+    async down() {
+      throw new Error("the audit log is append-only: no down migration");
+    },
+  },
+  "0005_store_meta": {
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable("store_meta")
+        .addColumn("name", "text", (c) => c.primaryKey())
+        .addColumn("value", "text", (c) => c.notNull())
+        .execute();
+    },
+    async down(db: Kysely<any>) {
+      await db.schema.dropTable("store_meta").execute();
+    },
+  },
+  "0006_usage_batches": {
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable("usage_batches")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("written_at", "text", (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex("usage_batches_written_idx").on("usage_batches").column("written_at").execute();
+    },
+    async down(db: Kysely<any>) {
+      await db.schema.dropTable("usage_batches").execute();
+    },
+  },
 };
 
-async function isPostgres(db: Kysely<any>): Promise<boolean> {
-  return db.getExecutor().adapter instanceof PostgresAdapter;
+/** Gives the entries written before 0004 their place in the chain; the append-only triggers are lifted meanwhile. */
+async function chainExistingEntries(trx: Kysely<any>): Promise<void> {
+  const rows = (await trx.selectFrom("audit_log").selectAll().orderBy("at").orderBy("id").execute()) as ChainedFields[];
+  if (rows.length === 0) return;
+  const postgres = isPostgres(trx);
+  if (postgres) await sql`ALTER TABLE audit_log DISABLE TRIGGER audit_log_append_only`.execute(trx);
+  else await sql`DROP TRIGGER audit_log_no_update`.execute(trx);
+  let prevHash = genesisHash;
+  for (const [i, row] of rows.entries()) {
+    const fields = { ...row, seq: i + 1 };
+    const hash = auditEntryHash(prevHash, fields);
+    await trx.updateTable("audit_log").set({ seq: fields.seq, prev_hash: prevHash, hash }).where("id", "=", row.id).execute();
+    prevHash = hash;
+  }
+  if (postgres) await sql`ALTER TABLE audit_log ENABLE TRIGGER audit_log_append_only`.execute(trx);
+  else await sql`CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END`.execute(trx);
 }
 
 export const migrationProvider: MigrationProvider = {

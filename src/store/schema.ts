@@ -55,8 +55,26 @@ export interface AuditTable {
   key_id: string | null;
   /** The client address of an HTTP call; null for the CLI. */
   source: string | null;
-  /** JSON: what changed (field names, the key a rotation replaces); never a key value. */
+  /** JSON: what changed (old and new values, the key a rotation replaces); never a key value. */
   detail: string | null;
+  /** Position in the hash chain: 1, 2, 3… with no gaps (unique). */
+  seq: number;
+  /** The previous entry's `hash` (64 zeros for the first entry). */
+  prev_hash: string;
+  /** SHA-256 (hex) over `prev_hash` and this entry's fields (audit-chain.ts). */
+  hash: string;
+}
+
+/** Settings the store keeps about itself: name -> value (the key secret's check value). */
+export interface StoreMetaTable {
+  name: string;
+  value: string;
+}
+
+/** Ids of the usage batches written, so a batch written again (its acknowledgement lost) adds nothing. */
+export interface UsageBatchesTable {
+  id: string;
+  written_at: string;
 }
 
 export interface Database {
@@ -64,4 +82,6 @@ export interface Database {
   api_keys: KeysTable;
   usage: UsageTable;
   audit_log: AuditTable;
+  store_meta: StoreMetaTable;
+  usage_batches: UsageBatchesTable;
 }

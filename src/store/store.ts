@@ -2,15 +2,14 @@ import { mkdirSync } from "node:fs";
 import path from "node:path";
 import BetterSqlite3 from "better-sqlite3";
 import type { FastifyBaseLogger } from "fastify";
-import { Kysely, PostgresDialect, SqliteDialect } from "kysely";
-import { Migrator } from "kysely/migration";
+import { CompiledQuery, Kysely, PostgresDialect, SqliteDialect, type Driver } from "kysely";
 import pg from "pg";
 import type { AppConfig } from "../config/app-config.ts";
-import { loadKeySecret } from "../keys/key-secret.ts";
 import { AccountsRepo } from "./accounts.repo.ts";
 import { AuditRepo } from "./audit.repo.ts";
 import { KeysRepo } from "./keys.repo.ts";
-import { migrationProvider } from "./migrations.ts";
+import { loadCheckedKeySecret } from "./checked-key-secret.ts";
+import { prepareSchema } from "./schema-version.ts";
 import { StoreHealth } from "./store-health.ts";
 import type { Database } from "./schema.ts";
 import { UsageRepo } from "./usage.repo.ts";
@@ -24,7 +23,7 @@ export interface Store {
   readonly audit: AuditRepo;
   /** Runs `fn` in one transaction over repos bound to it: all of its writes land, or none. */
   transaction<T>(fn: (tx: StoreTransaction) => Promise<T>): Promise<T>;
-  /** HMAC secret for key hashes (config keySecret or <dataDir>/secret). */
+  /** HMAC secret for key hashes (config keySecret or <dataDir>/secret), checked against the database's check value. */
   readonly keySecret: Buffer;
   /** Whether the database answers; operations that must survive an outage run through it. */
   readonly health: StoreHealth;
@@ -48,44 +47,62 @@ function describeUrl(url: string): string {
   }
 }
 
-/** Opens SQLite (WAL) in the data dir, or PostgreSQL when config.databaseUrl is set, and runs the migrations. */
-export async function openStore(config: AppConfig, log: FastifyBaseLogger): Promise<Store> {
-  let db: Kysely<Database>;
-  let dialect: Store["dialect"];
-  if (config.databaseUrl) {
-    dialect = "postgres";
-    // Fail fast when the database is away (the default is to wait for a connection forever).
-    const pool = new pg.Pool({ connectionString: config.databaseUrl, max: 10, connectionTimeoutMillis: 1000, query_timeout: 5000 });
-    // An idle client losing its connection must not crash the process.
-    pool.on("error", (err) => log.warn({ err }, "postgres pool client error"));
-    db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-    log.debug({ database: describeUrl(config.databaseUrl) }, "store: postgres");
-  } else {
-    dialect = "sqlite";
-    mkdirSync(config.dataDir, { recursive: true });
-    const file = sqlitePath(config);
-    const sqlite = new BetterSqlite3(file);
-    sqlite.pragma("journal_mode = WAL");
-    // The CLI and the server write the same file; wait for each other's locks instead of failing.
-    sqlite.pragma("busy_timeout = 5000");
-    sqlite.pragma("foreign_keys = ON");
-    sqlite.pragma("synchronous = NORMAL");
-    db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
-    log.debug({ file }, "store: sqlite");
+/** SQLite transactions begin IMMEDIATE: a transaction that reads and then writes (the audit chain's head) holds the
+ * write lock from its start, so writers in other processes (the CLI, a second server) wait instead of failing. */
+class ImmediateSqliteDialect extends SqliteDialect {
+  override createDriver(): Driver {
+    const driver = super.createDriver();
+    driver.beginTransaction = async (connection) => {
+      await connection.executeQuery(CompiledQuery.raw("begin immediate"));
+    };
+    return driver;
   }
+}
 
+/** Connects to PostgreSQL at `url`, or to the SQLite file in the data dir when there is none; no migration. */
+export function connectDatabase(config: AppConfig, url: string | null, log: FastifyBaseLogger): { db: Kysely<Database>; dialect: Store["dialect"] } {
+  if (url) {
+    // Fail fast when the database is away (the default is to wait for a connection forever).
+    const pool = new pg.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 1000, query_timeout: 5000 });
+    // A client losing its connection must not crash the process: an idle one is reported by the pool; one in use
+    // emits "error" on itself (with no listener once checked out) besides failing its query, which reports it.
+    pool.on("error", (err) => log.warn({ err }, "postgres pool client error"));
+    pool.on("connect", (client) => client.on("error", () => {}));
+    log.debug({ database: describeUrl(url) }, "store: postgres");
+    return { db: new Kysely<Database>({ dialect: new PostgresDialect({ pool }) }), dialect: "postgres" };
+  }
+  mkdirSync(config.dataDir, { recursive: true });
+  const file = sqlitePath(config);
+  const sqlite = new BetterSqlite3(file);
+  sqlite.pragma("journal_mode = WAL");
+  // The CLI and the server write the same file; wait for each other's locks instead of failing.
+  sqlite.pragma("busy_timeout = 5000");
+  sqlite.pragma("foreign_keys = ON");
+  sqlite.pragma("synchronous = NORMAL");
+  log.debug({ file }, "store: sqlite");
+  return { db: new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database: sqlite }) }), dialect: "sqlite" };
+}
+
+export interface OpenStoreOptions {
+  /** false for commands that never hash a key (`modelgate audit`): the key secret is neither needed nor checked. */
+  keySecret?: boolean;
+}
+
+/**
+ * Opens SQLite (WAL) in the data dir, or PostgreSQL when config.databaseUrl is set; brings the schema up to date (or
+ * refuses, see prepareSchema) and loads the key secret, checked against the database.
+ */
+export async function openStore(config: AppConfig, log: FastifyBaseLogger, options: OpenStoreOptions = {}): Promise<Store> {
+  const { db, dialect } = connectDatabase(config, config.databaseUrl, log);
+  let keySecret: Buffer | null = null;
   try {
-    const { error, results } = await new Migrator({ db, provider: migrationProvider }).migrateToLatest();
-    for (const r of results ?? []) {
-      if (r.status === "Success") log.info({ migration: r.migrationName }, "store migration applied");
-    }
-    if (error) throw error instanceof Error ? error : new Error(String(error));
+    await prepareSchema(db, config, log);
+    if (options.keySecret !== false) keySecret = await loadCheckedKeySecret(config, db, dialect);
   } catch (err) {
     await db.destroy();
     throw err;
   }
 
-  const keySecret = loadKeySecret(config);
   return {
     dialect,
     db,
@@ -94,7 +111,10 @@ export async function openStore(config: AppConfig, log: FastifyBaseLogger): Prom
     usage: new UsageRepo(db),
     audit: new AuditRepo(db),
     transaction: (fn) => db.transaction().execute((trx) => fn({ accounts: new AccountsRepo(trx), keys: new KeysRepo(trx), audit: new AuditRepo(trx) })),
-    keySecret,
+    get keySecret(): Buffer {
+      if (!keySecret) throw new Error("this store was opened without the key secret");
+      return keySecret;
+    },
     health: new StoreHealth(log),
     close: () => db.destroy(),
   };

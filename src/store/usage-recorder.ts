@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type { FastifyBaseLogger } from "fastify";
 import type { UsageEvent, UsageSink } from "../app-context.ts";
 import type { Store } from "./store.ts";
@@ -12,12 +13,22 @@ const flushAtEvents = 500;
  */
 const maxPendingRows = 100_000;
 
+function rowId(d: { keyId: string; model: string; endpoint: string; day: string }): string {
+  return `${d.keyId}\u0000${d.model}\u0000${d.endpoint}\u0000${d.day}`;
+}
+
 /**
  * Sums usage in memory per key, model, endpoint and day, and writes the sums in one transaction every couple of
  * seconds (or sooner under load), never on the request's path. flush() writes what is pending (shutdown, tests).
+ *
+ * A batch whose write failed may still have committed (the acknowledgement lost with the connection), so it is
+ * written again as it was, under the same id, which the database counts once (UsageRepo.add); new usage meanwhile
+ * sums into the next batch. At most one batch waits for its acknowledgement, so memory stays bounded.
  */
 export class UsageRecorder implements UsageSink {
   private pending = new Map<string, UsageDelta>();
+  /** A batch written but not acknowledged, retried before anything newer. */
+  private unacknowledged: { id: string; deltas: UsageDelta[] } | null = null;
   private events = 0;
   private writing: Promise<void> = Promise.resolve();
   private readonly timer: NodeJS.Timeout;
@@ -35,10 +46,10 @@ export class UsageRecorder implements UsageSink {
 
   record(event: UsageEvent): void {
     const day = new Date().toISOString().slice(0, 10);
-    const id = `${event.keyId}\u0000${event.model}\u0000${event.endpoint}\u0000${day}`;
+    const id = rowId({ ...event, day });
     let delta = this.pending.get(id);
     if (!delta) {
-      if (this.pending.size >= maxPendingRows) {
+      if (this.pending.size + (this.unacknowledged?.deltas.length ?? 0) >= maxPendingRows) {
         if (this.dropped++ === 0) this.log.error({ rows: maxPendingRows }, "usage buffer full while the database is unreachable; dropping new usage rows");
         return;
       }
@@ -64,25 +75,25 @@ export class UsageRecorder implements UsageSink {
   }
 
   private async writeBatch(): Promise<void> {
+    if (this.unacknowledged && !(await this.write(this.unacknowledged))) return;
     if (this.pending.size === 0) return;
-    const batch = [...this.pending.values()];
+    this.unacknowledged = { id: randomUUID(), deltas: [...this.pending.values()] };
     this.pending = new Map();
     this.events = 0;
+    await this.write(this.unacknowledged);
+  }
+
+  /** Whether the batch is acknowledged; if not, it stays `unacknowledged` for the next flush. */
+  private async write(batch: { id: string; deltas: UsageDelta[] }): Promise<boolean> {
     try {
-      await this.store.health.run(() => this.store.usage.add(batch));
-      this.dropped = 0;
+      await this.store.health.run(() => this.store.usage.add(batch.id, batch.deltas));
     } catch (err) {
-      // An unreachable database is logged once by the store's health; the rows wait for it in memory.
-      if (!isStoreUnreachable(err)) this.log.error({ err, rows: batch.length }, "could not write usage; keeping it for the next flush");
-      for (const d of batch) {
-        const id = `${d.keyId}\u0000${d.model}\u0000${d.endpoint}\u0000${d.day}`;
-        const cur = this.pending.get(id);
-        if (cur) {
-          cur.requests += d.requests;
-          cur.promptTokens += d.promptTokens;
-          cur.completionTokens += d.completionTokens;
-        } else this.pending.set(id, d);
-      }
+      // An unreachable database is logged once by the store's health; the batch waits for it in memory.
+      if (!isStoreUnreachable(err)) this.log.error({ err, rows: batch.deltas.length }, "could not write usage; retrying the same batch at the next flush");
+      return false;
     }
+    this.unacknowledged = null;
+    this.dropped = 0;
+    return true;
   }
 }

@@ -33,13 +33,32 @@ export interface DailyUsageRow {
   completionTokens: number;
 }
 
+/**
+ * How long a written batch's id is kept. A batch is replayed only by the process that wrote it, while it retries
+ * after a lost acknowledgement (an outage at most), so ids much older than any outage are safe to forget.
+ */
+export const batchIdRetentionMs = 30 * 24 * 3_600_000;
+/** Batches come every couple of seconds per replica: about one in a thousand also prunes old ids. */
+const pruneChance = 0.001;
+
 export class UsageRepo {
   constructor(private readonly db: Kysely<Database>) {}
 
-  /** Adds counters in one transaction (upsert per key, model, endpoint and day). */
-  async add(deltas: UsageDelta[]): Promise<void> {
-    if (deltas.length === 0) return;
-    await this.db.transaction().execute(async (trx) => {
+  /**
+   * Adds a batch of counters in one transaction (upsert per key, model, endpoint and day), and records the batch's
+   * id in the same transaction: a batch written again (its commit went through but the acknowledgement was lost)
+   * adds nothing. Returns false for such a replay. Ids older than `batchIdRetentionMs` are pruned now and then.
+   */
+  async add(batchId: string, deltas: UsageDelta[]): Promise<boolean> {
+    if (deltas.length === 0) return true;
+    const writtenAt = new Date();
+    return this.db.transaction().execute(async (trx) => {
+      const recorded = await trx
+        .insertInto("usage_batches")
+        .values({ id: batchId, written_at: writtenAt.toISOString() })
+        .onConflict((oc) => oc.column("id").doNothing())
+        .executeTakeFirst();
+      if (Number(recorded.numInsertedOrUpdatedRows ?? 0n) === 0) return false;
       for (const d of deltas) {
         await trx
           .insertInto("usage")
@@ -62,6 +81,11 @@ export class UsageRepo {
           )
           .execute();
       }
+      if (Math.random() < pruneChance) {
+        const cutoff = new Date(writtenAt.getTime() - batchIdRetentionMs).toISOString();
+        await trx.deleteFrom("usage_batches").where("written_at", "<", cutoff).execute();
+      }
+      return true;
     });
   }
 
