@@ -74,7 +74,7 @@ export class ManagedLlamaServerEngine implements Engine {
       breaker: { failures: 1_000_000 },
       health: { interval: "2s" },
     };
-    this.relay = new UpstreamEngine({ ...this.entry, engine: "upstream", options: relay });
+    this.relay = new UpstreamEngine({ ...this.entry, engine: "upstream", options: relay }, this.log);
     await this.relay.load();
   }
 
