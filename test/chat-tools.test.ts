@@ -17,6 +17,7 @@ before(async () => {
       { id: "tools", engine: "llama", source: forged, capabilities: ["chat", "tools", "json"], contextSize: 2048, parallel: 2, threads: 1 },
       { id: "think", engine: "llama", source: forged, capabilities: ["chat", "tools", "reasoning"], contextSize: 2048, parallel: 1, threads: 1 },
       { id: "stories", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat", "json"], contextSize: 512, parallel: 4, threads: 1 },
+      { id: "tools-capped", engine: "llama", source: forged, capabilities: ["chat", "tools"], contextSize: 2048, parallel: 1, threads: 1, limits: { maxTools: 2, maxToolSchemaNodes: 12 } },
     ],
   });
   key = (await srv.createKey()).key;
@@ -172,6 +173,30 @@ test("§4.2 a tool schema the grammar cannot honour is a 400 naming the path", a
   const body = (await res.json()) as { error: { code: string; param: string } };
   assert.equal(body.error.code, "invalid_parameter");
   assert.equal(body.error.param, "tools[0].function.parameters.properties.code.pattern");
+});
+
+test("issue 29.17 tools are bounded per model: their number (limits.maxTools, default 128) and their subschemas together (limits.maxToolSchemaNodes, default 4096), each a 400 naming tools", async () => {
+  const fn = (name: string, properties: Record<string, unknown> = { city: { type: "string" } }) => ({ type: "function", function: { name, parameters: { type: "object", properties } } });
+  const expectTools400 = async (body: Record<string, unknown>, message: RegExp) => {
+    const res = await post({ messages: ask, max_tokens: 4, ...body });
+    const error = (await res.json()) as { error: { code: string; param: string | null; message: string } };
+    assert.equal(res.status, 400, JSON.stringify(error));
+    assert.deepEqual([error.error.code, error.error.param], ["invalid_parameter", "tools"]);
+    assert.match(error.error.message, message);
+  };
+  const many = Array.from({ length: 129 }, (_, i) => fn(`f${i}`));
+  await expectTools400({ model: "tools", tools: many }, /tools has 129 items; .* at most 128/);
+  await expectTools400({ model: "tools", tools: many, tool_choice: "none" }, /at most 128/);
+  // 60 tools of 70 properties: 4,260 subschemas, each tool well within the per-schema bound of 2,000.
+  const wide = Object.fromEntries(Array.from({ length: 70 }, (_, i) => [`p${i}`, { type: "string" }]));
+  await expectTools400({ model: "tools", tools: Array.from({ length: 60 }, (_, i) => fn(`w${i}`, wide)) }, /more than 4096 subschemas/);
+
+  await expectTools400({ model: "tools-capped", tools: [fn("a"), fn("b"), fn("c")] }, /tools has 3 items; .* at most 2/);
+  // 9 subschemas (the root, where, city, zip and its 2 alternatives, when and its items, days) + weather's 4 = 13.
+  const nested = { where: { type: "object", properties: { city: { type: "string" }, zip: { anyOf: [{ type: "string" }, { type: "integer" }] } } }, when: { type: "array", items: { type: "string" } }, days: { type: "integer" } };
+  await expectTools400({ model: "tools-capped", tools: [fn("a", nested), weather] }, /more than 12 subschemas/);
+  const within = await post({ model: "tools-capped", messages: ask, max_tokens: 4, tools: [fn("a"), weather] });
+  assert.equal(within.status, 200, await within.text());
 });
 
 test("reasoning model: the thought goes to reasoning_content, not content, and counts toward max_tokens", async () => {

@@ -1,6 +1,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { request as httpRequest } from "node:http";
+import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import OpenAI from "openai";
@@ -9,12 +10,16 @@ import { startServer, tempDir, modelsDir, type TestServer } from "./helpers/serv
 let srv: TestServer;
 let key: string;
 let brokenDir: string;
+const adminToken = randomBytes(32).toString("base64url");
+const metricsToken = randomBytes(32).toString("base64url");
 
 before(async () => {
   brokenDir = tempDir();
   writeFileSync(path.join(brokenDir, "broken.gguf"), "this is not a gguf file");
   srv = await startServer({
     server: { trustProxy: ["127.0.0.0/8"] },
+    adminToken,
+    metrics: { token: metricsToken },
     models: [
       { id: "stories", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat", "embeddings"], contextSize: 256, parallel: 1, threads: 1 },
       { id: "broken", engine: "llama", source: path.join(brokenDir, "broken.gguf"), capabilities: ["rerank"], threads: 1 },
@@ -149,12 +154,32 @@ test("issue 3.9 /healthz needs no auth; /readyz is 200 once eager models are rea
   const health = await srv.fetch(`${srv.origin}/healthz`);
   assert.equal(health.status, 200);
   assert.deepEqual(await health.json(), { status: "ok" });
-  const ready = await srv.fetch(`${srv.origin}/readyz`);
+  const ready = await srv.get("/readyz", { key: adminToken });
   const body = (await ready.json()) as { status: string; models: { id: string; state: string }[] };
   // "broken" failed to load, so the node is not ready.
   assert.equal(ready.status, 503);
   assert.deepEqual(body.models.find((m) => m.id === "stories"), { id: "stories", state: "ready" });
   assert.deepEqual(body.models.find((m) => m.id === "broken"), { id: "broken", state: "failed" });
+});
+
+test("issue 29.11 /readyz without a token answers only its status (and the §7 envelope); details need the admin token or metrics.token", async () => {
+  const anonymous = await srv.get("/readyz");
+  assert.equal(anonymous.status, 503);
+  assert.ok(Number(anonymous.headers.get("retry-after")) >= 1);
+  const body = (await anonymous.json()) as Record<string, unknown> & { error: { code: string; message: string } };
+  assert.deepEqual(Object.keys(body).sort(), ["error", "status"]);
+  assert.equal(body.status, "not_ready");
+  assert.equal(body.error.code, "model_loading");
+  assert.doesNotMatch(body.error.message, /broken|stories/, "no model names without a token");
+  for (const token of [adminToken, metricsToken]) {
+    const detailed = (await (await srv.get("/readyz", { key: token })).json()) as { models?: unknown[]; store?: unknown; redis?: unknown };
+    assert.ok(detailed.models && detailed.store && detailed.redis, JSON.stringify(detailed));
+  }
+  const alt = (await (await srv.get("/readyz", { headers: { "x-admin-token": adminToken } })).json()) as { models?: unknown[] };
+  assert.ok(alt.models);
+  const wrong = await srv.get("/readyz", { key: "not-the-token" });
+  await expectError(wrong, 401, "authentication_error", "invalid_api_key", null);
+  assert.ok(wrong.headers.get("x-ratelimit-limit-requests"), "a wrong token is counted like any other guess");
 });
 
 test("issue 3.11 /v1/openapi.json is generated from the route schemas, and like all of /v1 takes a key", async () => {

@@ -1,5 +1,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { createServer, type Server as NetServer } from "node:net";
 import path from "node:path";
 import OpenAI from "openai";
 import { startServer, modelsDir, type TestServer } from "./helpers/server.ts";
@@ -88,10 +90,45 @@ test("llama-server engine: embeddings from a --embeddings process; image inputs 
   assert.deepEqual([error.status, error.code, error.param], [400, "invalid_parameter", "messages[0].content[0]"]);
 });
 
-test("llama-server engine: a crashed process gets 503 model_loading, is restarted with backoff, and serves again", async () => {
+/** The key a managed llama-server took from its environment (readable by our own user only). */
+function keyOf(pid: number): string | undefined {
+  const environ = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
+  return environ.find((v) => v.startsWith("LLAMA_API_KEY="))?.slice("LLAMA_API_KEY=".length);
+}
+
+test("issue 29.13 the managed llama-server refuses a request without its per-run key, and the key is not on its command line", async () => {
+  const { pid, port } = engineOf("managed-json")!.processInfo!;
+  const ask = (headers: Record<string, string> = {}) =>
+    fetch(`http://127.0.0.1:${port}/tokenize`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify({ content: "hi" }) });
+  const anonymous = await ask();
+  assert.equal(anonymous.status, 401, "another local user cannot use the loopback port");
+  await anonymous.arrayBuffer();
+  const key = keyOf(pid!);
+  assert.ok(key && key.length >= 40, "a random key, given in the environment");
+  assert.equal((await ask({ authorization: `Bearer ${key}` })).status, 200);
+  const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+  assert.ok(!cmdline.includes(key), "the key is not on the command line, which every local user can read");
+  assert.doesNotMatch(cmdline, /api-key/);
+  assert.notEqual(keyOf(engineOf("managed-embed")!.processInfo!.pid!), key, "each process has its own key");
+});
+
+test("llama-server engine: a crashed process gets 503 model_loading, is restarted with backoff on a port of its own, and serves again", async (t) => {
   const engine = engineOf("managed")!;
   const before = engine.processInfo!;
   process.kill(before.pid!, "SIGKILL");
+  // Another local process takes the port the crashed one had: the restart must neither need it nor talk to it.
+  const seen: string[] = [];
+  const impostor: NetServer = createServer((socket) => socket.once("data", (d) => seen.push(d.toString("latin1").split("\r\n")[0])).on("error", () => undefined));
+  t.after(() => impostor.close());
+  for (let i = 0; i < 50; i++) {
+    const bound = await new Promise<boolean>((resolve) => {
+      impostor.once("error", () => resolve(false));
+      impostor.listen(before.port, "127.0.0.1", () => resolve(true));
+    });
+    if (bound) break;
+    await sleep(20);
+  }
+  assert.ok(impostor.listening, "the old port is free once the process is gone");
   for (let i = 0; i < 50 && engine.processInfo!.pid === before.pid && (await srv.get("/healthz")).ok; i++) {
     const res = await srv.post("/v1/chat/completions", { model: "managed", messages: [{ role: "user", content: "Hi" }], max_tokens: 4 }, { key });
     if (res.status === 503) {
@@ -113,5 +150,6 @@ test("llama-server engine: a crashed process gets 503 model_loading, is restarte
   const after = engine.processInfo!;
   assert.equal(after.restarts, 1);
   assert.notEqual(after.pid, before.pid);
-  assert.equal(after.port, before.port, "restarted on the same loopback port");
+  assert.notEqual(after.port, before.port, "the restart bound a port of its own");
+  assert.deepEqual(seen, [], "nothing (health checks included) was sent to the port's new holder");
 });

@@ -311,3 +311,41 @@ test("issue 9.2 `pull` with no ref fetches every missing configured model; `mode
 });
 
 
+
+test("issue 29.16 a hub mirror cannot write outside <dataDir>/models: a listed name with .. refuses the repo; refs with .., absolute paths or backslashes are refused", async () => {
+  const dataDir = tempDir();
+  const escape = `escape-${process.pid}-${Date.now()}`;
+  const landings = [dataDir, path.dirname(dataDir), path.join(dataDir, "models")].flatMap((dir) => [path.join(dir, `${escape}.txt`), path.join(dir, `${escape}.gguf`)]);
+  const hostile = await startFakeHub({ "forged/bert-embed-tiny": embedFolder, "karpathy/tinyllamas": { "stories260K.gguf": stories } });
+  const hostileEnv = { HF_ENDPOINT: hostile.endpoint, HF_TOKEN: "" };
+  const pull = async (ref: string) => {
+    const result = await runCli(["pull", ref, "--data-dir", dataDir, "--json"], hostileEnv);
+    assert.equal(result.code, 1, `${ref}: ${result.stdout}${result.stderr}`);
+    return JSON.parse(result.stdout).error as { code: string; message: string };
+  };
+  try {
+    // The external data of onnx/model.onnx, as the planner picks it, named to climb out of the staging folder.
+    hostile.behaviour.hostile = { repo: "forged/bert-embed-tiny", name: `onnx/model.onnx_data/${"../".repeat(6)}${escape}.txt`, content: Buffer.from("written by the mirror") };
+    let error = await pull("hf:forged/bert-embed-tiny");
+    assert.equal(error.code, "hub_error");
+    assert.match(error.message, /the hub lists the file name ".*\.\.\/.*", which has an empty, '\.' or '\.\.' segment; refusing to pull from it/);
+
+    hostile.behaviour.hostile = { repo: "forged/bert-embed-tiny", name: `onnx\\..\\..\\${escape}.txt`, content: Buffer.from("written by the mirror") };
+    assert.match((await pull("hf:forged/bert-embed-tiny")).message, /which has a backslash/);
+
+    // A GGUF named by the ref itself: the mirror lists it, the ref climbs out of the repo's folder.
+    hostile.behaviour.hostile = { repo: "karpathy/tinyllamas", name: `../../../${escape}.gguf`, content: Buffer.from("GGUF by the mirror") };
+    error = await pull(`hf:karpathy/tinyllamas:../../../${escape}.gguf`);
+    assert.equal(error.code, "not_pullable");
+    assert.match(error.message, /the file "\.\.\/\.\.\/\.\.\/.*" has an empty, '\.' or '\.\.' segment: refusing to write it/);
+    for (const ref of [`hf:karpathy/tinyllamas:/tmp/${escape}.gguf`, `hf:karpathy/tinyllamas:sub\\..\\${escape}.gguf`, "hf:karpathy/..:x.gguf"]) {
+      assert.equal((await pull(ref)).code, "not_pullable", ref);
+    }
+    assert.deepEqual(landings.filter((file) => existsSync(file)), [], "nothing written outside the models folder");
+    assert.ok(!existsSync(path.join(dataDir, "models/forged")) && !existsSync(path.join(dataDir, "models/karpathy")), "nothing of a refused repo kept");
+  } finally {
+    for (const file of landings) rmSync(file, { force: true });
+    rmSync(dataDir, { recursive: true, force: true });
+    await hostile.close();
+  }
+});

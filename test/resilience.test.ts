@@ -148,7 +148,7 @@ test("issue 16.2 PostgreSQL cut: seen keys keep working, unknown keys get 503, a
   assert.equal(((await unknown.json()) as { error: { code: string } }).error.code, "overloaded");
   assert.ok(Number(unknown.headers.get("retry-after")) >= 1);
   for (let i = 0; i < 3; i++) assert.equal((await ask(worker.key)).status, 200, "inference goes on; its usage is buffered");
-  const ready = (await (await a.get("/readyz")).json()) as { store: { state: string } };
+  const ready = (await (await a.get("/readyz", { key: adminToken })).json()) as { store: { state: string } };
   assert.equal(ready.store.state, "unreachable");
 
   const revoked = await b.post(`/admin/v1/keys/${seen.id}/revoke`, {}, { key: adminToken });

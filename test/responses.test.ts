@@ -28,6 +28,7 @@ before(async () => {
       { id: "stories", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat", "json"], contextSize: 1024, parallel: 2, threads: 1 },
       { id: "tools", engine: "llama", source: forged, capabilities: ["chat", "tools"], contextSize: 2048, parallel: 1, threads: 1 },
       { id: "think", engine: "llama", source: forged, capabilities: ["chat", "reasoning"], contextSize: 2048, parallel: 1, threads: 1 },
+      { id: "tools-capped", engine: "llama", source: forged, capabilities: ["chat", "tools"], contextSize: 2048, parallel: 1, threads: 1, load: "lazy", limits: { maxTools: 1, maxToolSchemaNodes: 3 } },
     ],
   });
   ({ key, id: keyId, accountId } = await srv.createKey());
@@ -206,6 +207,21 @@ test("responses: what needs stored state, and built-in tools, are 400 invalid_pa
   const chatless = (await srv.createKey({ endpoints: ["embeddings"] })).key;
   const scoped = await errorOf(await srv.post("/v1/responses", { model: "stories", input: "hi" }, { key: chatless }));
   assert.equal(scoped.status, 403, "the chat endpoint scope covers /v1/responses");
+});
+
+test("issue 29.17 responses: tools over the model's limits.maxTools (default 128) or limits.maxToolSchemaNodes are 400 invalid_parameter naming tools", async () => {
+  const fn = (name: string, properties: Record<string, unknown> = {}) => ({ type: "function", name, parameters: { type: "object", properties } });
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [{ model: "tools", tools: Array.from({ length: 129 }, (_, i) => fn(`f${i}`)) }, /tools has 129 items; .* at most 128/],
+    [{ model: "tools-capped", tools: [fn("a"), fn("b")] }, /tools has 2 items; .* at most 1/],
+    [{ model: "tools-capped", tools: [fn("a", { x: { type: "string" }, y: { type: "object", properties: { z: { type: "string" } } } })] }, /more than 3 subschemas/],
+  ];
+  for (const [patch, message] of cases) {
+    const res = await post({ input: "hi", max_output_tokens: 16, ...patch });
+    const body = (await res.json()) as { error: { code: string; param: string | null; message: string } };
+    assert.deepEqual([res.status, body.error.code, body.error.param], [400, "invalid_parameter", "tools"], JSON.stringify(body));
+    assert.match(body.error.message, message);
+  }
 });
 
 /** The real writer on a real SSE stream: an error after the first event is `response.failed` with the §7 error object. */

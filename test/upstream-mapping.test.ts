@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
+import { Writable } from "node:stream";
 import { apiErrorOf, errorOf } from "./helpers/errors.ts";
 import { json, sse, startReplay, type Replay } from "./helpers/replay-upstream.ts";
 import { startServer, type TestServer } from "./helpers/server.ts";
@@ -14,6 +15,8 @@ import { assertChatFraming, readSse } from "./helpers/sse.ts";
 let replay: Replay;
 let front: TestServer;
 let key: string;
+/** The node's log lines: upstream details go here, never to clients (issue 29.12). */
+const logLines: string[] = [];
 const vllmModel = "meta-llama/Llama-3.3-70B-Instruct";
 
 before(async () => {
@@ -34,7 +37,18 @@ before(async () => {
       { id: "vllm-mapped", capabilities: ["chat"], ...upstream() },
       { id: "tgi", capabilities: ["chat", "embeddings", "rerank"], ...upstream({ protocol: "tgi" }) },
       { id: "down", capabilities: ["chat"], engine: "upstream", upstreams: [{ url: "http://127.0.0.1:1/v1", model: "x" }] },
+      { id: "fragile", capabilities: ["chat"], ...upstream({ breaker: { failures: 1, cooldown: "60s" } }) },
     ],
+  }, {
+    logger: {
+      level: "info",
+      stream: new Writable({
+        write(chunk: Buffer, _enc, done) {
+          logLines.push(...chunk.toString("utf8").split("\n").filter(Boolean));
+          done();
+        },
+      }),
+    },
   });
   key = (await front.createKey()).key;
 });
@@ -253,4 +267,61 @@ test("an upstream answer that does not fit the request (wrong number of vectors)
     code: "overloaded",
     param: null,
   });
+});
+
+test("issue 29.12 no client-visible message carries the upstream's address or its words, on every failure path; the log keeps them", async () => {
+  const { host, port } = new URL(replay.url);
+  const words = "SECRET-UPSTREAM-WORDS";
+  const leaks = ["127.0.0.1", `:${port}`, words, "ECONNREFUSED"];
+  const seen: string[] = [];
+  const leaked: string[] = [];
+  const check = async (what: string, res: Response, status: number) => {
+    const text = await res.text();
+    seen.push(what);
+    assert.equal(res.status, status, `${what}: ${text}`);
+    assert.match(text, /"code":"(overloaded|invalid_parameter|context_length_exceeded)"/, `${what}: ${text}`);
+    for (const leak of leaks) if (text.includes(leak)) leaked.push(`${what} shows ${leak}: ${text}`);
+  };
+  const hold = () => undefined;
+
+  await check("refused connection", await chat("down"), 503);
+  replay.on("/v1/chat/completions", hold);
+  await check("first-byte timeout", await chat("vllm-mapped"), 503);
+  replay.on("/v1/chat/completions", (_req, res) => {
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.write(`data: ${JSON.stringify(chunk({ role: "assistant", content: "Once" }))}\n\n`);
+  });
+  await check("stalled stream", await chat("vllm-mapped", { stream: true }), 200);
+  replay.on("/v1/chat/completions", json(500, { error: { message: `CUDA out of memory ${words}`, type: "InternalServerError" } }));
+  await check("5xx with a JSON body", await chat("vllm-mapped"), 503);
+  replay.on("/v1/chat/completions", (_req, res) => void res.writeHead(502, { "content-type": "text/plain" }).end(`bad gateway ${words}`));
+  await check("5xx with a text body", await chat("vllm-mapped"), 503);
+  replay.on("/v1/chat/completions", json(400, { error: { message: `top_p is wrong for ${words}`, type: "BadRequestError", param: "top_p", code: 400 } }));
+  await check("a 400 about a parameter", await chat("vllm-mapped"), 400);
+  replay.on("/v1/chat/completions", json(400, { object: "error", message: `This model's maximum context length is 4096 tokens. ${words}`, type: "BadRequestError" }));
+  await check("a context-window 400", await chat("vllm-mapped"), 400);
+  replay.on("/v1/chat/completions", sse([chunk({ role: "assistant", content: "" }), chunk({ content: "Partial" }), { error: { message: `engine died ${words}`, code: 500 } }], { done: false }));
+  await check("an error event in the stream", await chat("vllm-mapped", { stream: true }), 200);
+  replay.on("/v1/chat/completions", sse([chunk({ role: "assistant", content: "Once" }), `{not json ${words}`], { done: false }));
+  await check("a malformed stream event", await chat("vllm-mapped", { stream: true }), 200);
+  replay.on("/v1/chat/completions", sse([chunk({ role: "assistant", content: "Once" })], { done: true }));
+  await check("a stream that ends before it finished", await chat("vllm-mapped", { stream: true }), 200);
+  replay.on("/v1/embeddings", json(200, { object: "list", data: [{ object: "embedding", index: 0, embedding: [1, 2] }] }));
+  await check("a malformed embeddings answer", await front.post("/v1/embeddings", { model: "vllm", input: ["a", "b"] }, { key }), 503);
+  replay.on("/v1/embeddings", (_req, res) => void res.writeHead(200, { "content-type": "application/json" }).end(`{"data": ${words}`));
+  await check("an embeddings answer that is not JSON", await front.post("/v1/embeddings", { model: "vllm", input: ["a"] }, { key }), 503);
+  replay.on("/rerank", json(200, [{ index: 7, score: 0.9 }]));
+  await check("a malformed rerank answer", await front.post("/v1/rerank", { model: "tgi", query: "q", documents: ["a"] }, { key }), 503);
+
+  replay.on("/v1/chat/completions", json(500, { error: { message: `down ${words}` } }));
+  await check("the failure that ejects the upstream", await chat("fragile"), 503);
+  await check("every upstream ejected", await chat("fragile"), 503);
+  await check("every upstream ejected, streaming", await chat("fragile", { stream: true }), 503);
+
+  assert.equal(seen.length, 16);
+  assert.deepEqual(leaked, []);
+  const log = logLines.join("\n");
+  assert.ok(log.includes(host), "the log names the upstream");
+  assert.ok(log.includes("127.0.0.1:1"), "the log names the refused upstream");
+  assert.ok(log.includes(`CUDA out of memory ${words}`) && log.includes(`engine died ${words}`), "the log keeps the upstream's words");
 });

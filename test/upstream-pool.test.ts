@@ -155,7 +155,7 @@ test("every upstream ejected: 503 overloaded with the shortest cooldown left as 
   const retryAfter = Number(res.headers.get("retry-after"));
   assert.ok(retryAfter >= 4 && retryAfter <= 5, `Retry-After ${retryAfter}: the cooldown left`);
   assert.equal(calls(a) + calls(b), 2, "nothing was sent to an ejected upstream");
-  const ready = await front.get("/readyz");
+  const ready = await front.get("/readyz", { key: adminToken });
   assert.equal(ready.status, 200, "an engine behind the node being down does not take the node out of its balancer");
   const body = (await ready.json()) as { models: { id: string; upstreams?: { state: string }[] }[] };
   assert.deepEqual(body.models.find((m) => m.id === "fragile")!.upstreams!.map((u) => u.state), ["ejected", "ejected"]);

@@ -24,6 +24,10 @@ export interface InputLimits {
   maxRerankChars: number;
   /** Inputs in one embeddings request. */
   maxEmbeddingInputs: number;
+  /** Tools (functions) in one chat or responses request. */
+  maxTools: number;
+  /** Subschemas of all the tools' parameter schemas together (each is spelled out in a grammar). */
+  maxToolSchemaNodes: number;
 }
 
 /** A catalog entry with every default filled in and its source resolved. */

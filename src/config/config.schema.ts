@@ -82,6 +82,8 @@ export const modelBaseProperties = {
         maxRerankDocuments: Type.Optional(Type.Integer({ minimum: 1 })),
         maxRerankChars: Type.Optional(Type.Integer({ minimum: 1 })),
         maxEmbeddingInputs: Type.Optional(Type.Integer({ minimum: 1 })),
+        maxTools: Type.Optional(Type.Integer({ minimum: 0 })),
+        maxToolSchemaNodes: Type.Optional(Type.Integer({ minimum: 1 })),
       },
       { additionalProperties: false },
     ),

@@ -100,15 +100,57 @@ function overLimit(param: string, message: string): AppError {
   return new AppError("invalid_parameter", { param, message });
 }
 
+/** Keywords whose value is one subschema, a list of them, or a map of them (JSON Schema 2020-12 and draft-07). */
+const oneSchema = ["items", "additionalItems", "additionalProperties", "unevaluatedProperties", "unevaluatedItems", "propertyNames", "contains", "not", "if", "then", "else", "contentSchema"];
+const schemaLists = ["items", "prefixItems", "allOf", "anyOf", "oneOf"];
+const schemaMaps = ["properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"];
+
+const isSchema = (value: unknown): boolean => typeof value === "boolean" || (typeof value === "object" && value !== null && !Array.isArray(value));
+
+/**
+ * Subschemas in `schemas` (each object or boolean in a schema position counts one), counting stops past `cap`.
+ * A walk with its own stack: a wire schema may nest deeper than the call stack.
+ */
+export function countSchemaNodes(schemas: readonly unknown[], cap: number): number {
+  const stack = [...schemas];
+  let count = 0;
+  while (stack.length > 0 && count <= cap) {
+    const schema = stack.pop();
+    if (typeof schema === "boolean") count++;
+    if (typeof schema !== "object" || schema === null || Array.isArray(schema)) continue;
+    count++;
+    const node = schema as Record<string, unknown>;
+    for (const keyword of oneSchema) if (isSchema(node[keyword])) stack.push(node[keyword]);
+    for (const keyword of schemaLists) if (Array.isArray(node[keyword])) stack.push(...(node[keyword] as unknown[]));
+    for (const keyword of schemaMaps) {
+      const map = node[keyword];
+      if (isSchema(map) && typeof map === "object") stack.push(...Object.values(map as object).filter(isSchema));
+    }
+  }
+  return count;
+}
+
+/** Tools in number, and their parameter schemas together, since every one is spelled out in a grammar. */
+function checkTools(entry: ModelEntry, tools: ChatRequest["tools"]): void {
+  const { maxTools, maxToolSchemaNodes } = entry.limits;
+  if (tools.length > maxTools) throw overLimit("tools", `tools has ${tools.length} items; the model '${entry.id}' takes at most ${maxTools} per request.`);
+  const nodes = countSchemaNodes(tools.map((t) => t.parameters ?? {}), maxToolSchemaNodes);
+  if (nodes > maxToolSchemaNodes) {
+    throw overLimit("tools", `The tools' parameter schemas hold more than ${maxToolSchemaNodes} subschemas together; the model '${entry.id}' takes at most that many per request.`);
+  }
+}
+
 /**
  * The model's bounds on inputs that cost model time (`limits` in its config entry): images (count, pixels, aspect
- * ratio), rerank documents (count, characters), embedding inputs (count). Checked after the capabilities and
- * before the engine prepares anything; a request over one is a 400 naming the parameter.
+ * ratio), tools (count, subschemas together), rerank documents (count, characters), embedding inputs (count).
+ * Checked after the capabilities and before the engine prepares anything; a request over one is a 400 naming the
+ * parameter.
  */
 export function checkInputLimits(entry: ModelEntry, input: LimitedInput): void {
   const limits = entry.limits;
   switch (input.kind) {
     case "chat": {
+      checkTools(entry, input.req.tools);
       let images = 0;
       for (const message of input.req.messages) {
         if (!Array.isArray(message.content)) continue;

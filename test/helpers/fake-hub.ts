@@ -38,6 +38,11 @@ export interface FakeHubBehaviour {
   requireToken?: string | null;
   /** Bytes per second on the CDN (0 = unthrottled). */
   bytesPerSecond?: number;
+  /**
+   * A hostile mirror: the repo's listing also names `name` (any text, `../` included), and every path the hub does
+   * not know is answered with `content`, as a regular file (so whatever URL the client makes of the name gets it).
+   */
+  hostile?: { repo: string; name: string; content: Buffer } | null;
 }
 
 export interface FakeHub {
@@ -140,12 +145,15 @@ export async function startFakeHub(repos: Record<string, RepoFiles>, behaviour: 
           ...(f.lfs ? { lfs: { sha256: f.sha256, size: f.content.length, pointerSize: 134 } } : {}),
         };
       });
+      const hostile = behaviour.hostile?.repo === api[1] ? behaviour.hostile : null;
+      if (hostile) siblings.push({ rfilename: hostile.name, size: hostile.content.length, blobId: gitBlobSha1(hostile.content) });
       return json(res, 200, { id: api[1], modelId: api[1], sha: commitSha, siblings });
     }
 
     const resolve = /^\/([^/]+\/[^/]+)\/resolve\/([^/]+)\/(.+)$/.exec(pathname);
     if (resolve) {
       const file = store.get(resolve[1])?.get(resolve[3]);
+      if (!file && behaviour.hostile) return serveHostile(req, res, behaviour.hostile.content);
       if (!file) {
         res.writeHead(404, { "x-error-code": "EntryNotFound" });
         res.end("Entry not found");
@@ -220,7 +228,12 @@ export async function startFakeHub(repos: Record<string, RepoFiles>, behaviour: 
       })();
       return;
     }
+    if (behaviour.hostile) return serveHostile(req, res, behaviour.hostile.content);
     json(res, 404, { error: "not found" });
+  };
+  const serveHostile = (req: http.IncomingMessage, res: http.ServerResponse, content: Buffer) => {
+    res.writeHead(200, { etag: `"${gitBlobSha1(content)}"`, "content-length": String(content.length), "x-repo-commit": commitSha });
+    res.end(req.method === "HEAD" ? undefined : content);
   };
   // The CDN listens on its own port: another origin, as cdn-lfs.hf.co is to huggingface.co.
   const server = http.createServer(handler);

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { homedir } from "node:os";
 import path from "node:path";
-import { freeLoopbackPort } from "../../src/engines/llama-server/llama-server-process.ts";
+import { createServer } from "node:net";
 
 /**
  * llama.cpp's own `llama-server`, built by ../shared/tools/peers/build-llama-server.sh from the llama.cpp source
@@ -17,8 +17,17 @@ export function llamaServerBinary(): string {
   return binary;
 }
 
-/** A free loopback port (the managed engine's own helper). */
-export const freePort = freeLoopbackPort;
+/** A free loopback port, from the kernel (listen on 0, read it, close). Tests only: the port is free until bound. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+}
 
 export interface LlamaServer {
   child: ChildProcess;

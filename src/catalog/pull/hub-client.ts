@@ -1,3 +1,5 @@
+import { unsafeNameReason } from "./hub-paths.ts";
+
 /**
  * The few Hugging Face hub calls `modelgate pull` needs: the repo's file list (`/api/models/{repo}/revision/{rev}
  * ?blobs=true`, with sizes and LFS sha256) and a file's metadata (`HEAD /{repo}/resolve/{rev}/{file}`, whose 302
@@ -126,6 +128,11 @@ export class HubClient {
         blobId: s.lfs ? null : (s.blobId ?? null),
       };
     });
+    // A listing is the mirror's word: one name that could write outside the repo's folder refuses the whole repo.
+    for (const { name } of siblings) {
+      const reason = unsafeNameReason(name);
+      if (reason) throw new HubError("hub_error", `repo ${repo}@${revision}: the hub lists the file name ${JSON.stringify(name)}, which ${reason}; refusing to pull from it`);
+    }
     return { repo, commit: body.sha ?? null, siblings };
   }
 

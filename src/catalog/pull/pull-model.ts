@@ -3,6 +3,7 @@ import path from "node:path";
 import { hubRepoDir, parseHubRef, type HubRef } from "../../config/hub-ref.ts";
 import { downloadFile, isVerifiedCopy, type DownloadEvents, type DownloadTarget } from "./download-file.ts";
 import { HubClient, type HubSibling } from "./hub-client.ts";
+import { checkName, insideModels } from "./hub-paths.ts";
 import { planGgufFile, planOnnxFiles } from "./plan-files.ts";
 
 export interface PulledFile {
@@ -42,7 +43,7 @@ export interface PullOptions {
 
 /** Where unfinished ONNX layouts are assembled, so a half-pulled folder never sits where a model is expected. */
 function stagingDir(dataDir: string, repo: string): string {
-  return path.join(dataDir, "models", ".partial", ...repo.split("/"));
+  return insideModels(dataDir, path.join(dataDir, "models", ".partial", ...repo.split("/")));
 }
 
 async function targetFor(client: HubClient, ref: HubRef, sibling: HubSibling, dest: string): Promise<DownloadTarget> {
@@ -80,13 +81,15 @@ function summarize(base: Omit<PullResult, "downloadedBytes" | "totalBytes">): Pu
 /** Pulls one hub ref (`hf:org/repo`, `hf:org/repo:file.gguf`, `hf:org/repo:QUANT`) into <dataDir>/models/org/repo. */
 export async function pullHubRef(refText: string, options: PullOptions): Promise<PullResult> {
   const ref = parseHubRef(refText);
-  const repoDir = hubRepoDir(options.dataDir, ref.repo);
+  const { dataDir } = options;
+  const repoDir = insideModels(dataDir, hubRepoDir(dataDir, checkName(ref.repo, "the repo")));
+  if (ref.file) checkName(ref.file, "the file");
   const info = await options.client.repoInfo(ref.repo, ref.revision);
 
   if (ref.file || ref.quant) {
     const sibling = planGgufFile(info.siblings, ref);
     // A quant pick lands at the top of the repo folder, where the catalog looks for it.
-    const dest = ref.file ? path.join(repoDir, ref.file) : path.join(repoDir, path.basename(sibling.name));
+    const dest = insideModels(dataDir, path.join(repoDir, ref.file ?? path.posix.basename(checkName(sibling.name, "the hub's file"))));
     const target = await targetFor(options.client, ref, sibling, dest);
     options.log(`${ref.repo}: ${sibling.name}`);
     const file = await fetchOne(target, options);
@@ -101,8 +104,9 @@ export async function pullHubRef(refText: string, options: PullOptions): Promise
   const files: PulledFile[] = [];
   const staged: string[] = [];
   for (const sibling of planned) {
-    const finalPath = path.join(repoDir, sibling.name);
-    const stagePath = path.join(stage, sibling.name);
+    checkName(sibling.name, "the hub's file");
+    const finalPath = insideModels(dataDir, path.join(repoDir, sibling.name));
+    const stagePath = insideModels(dataDir, path.join(stage, sibling.name));
     const target = await targetFor(options.client, ref, { ...sibling }, stagePath);
     if (await isVerifiedCopy({ ...target, dest: finalPath })) {
       files.push(alreadyThere(target));
@@ -115,8 +119,9 @@ export async function pullHubRef(refText: string, options: PullOptions): Promise
   // Everything is verified: move it in, weights first and config.json last.
   staged.sort((a, b) => Number(a === "config.json") - Number(b === "config.json"));
   for (const name of staged) {
-    await mkdir(path.dirname(path.join(repoDir, name)), { recursive: true });
-    await rename(path.join(stage, name), path.join(repoDir, name));
+    const finalPath = insideModels(dataDir, path.join(repoDir, name));
+    await mkdir(path.dirname(finalPath), { recursive: true });
+    await rename(insideModels(dataDir, path.join(stage, name)), finalPath);
   }
   await rm(stage, { recursive: true, force: true });
   return summarize({ ref: refText, repo: ref.repo, revision: ref.revision, commit: info.commit, kind: "onnx", dtype, path: repoDir, files });

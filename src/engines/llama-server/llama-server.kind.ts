@@ -11,7 +11,10 @@ export const LlamaServerOptions = Type.Object(
     binary: Type.String({ minLength: 1 }),
     /** CPU threads, for generation and for batches (`-t` and `-tb`). */
     threads: Type.Optional(Type.Integer({ minimum: 1, maximum: 256, default: 1 })),
-    /** More llama-server flags, appended as given (`["-fa", "on"]`); the managed ones (model, host, port, -np, -c, -t) are ours. */
+    /**
+     * More llama-server flags, appended as given (`["-fa", "on"]`); the managed ones (model, host, port, -np, -c, -t)
+     * are ours, and its log must stay on stderr (the port it bound is read there).
+     */
     args: Type.Optional(Type.Array(Type.String(), { default: [] })),
     /** How long the process may take to answer /health after a start or a restart. */
     startTimeout: Type.Optional(Duration),

@@ -18,7 +18,7 @@ import type {
 import type { MemberStats } from "../upstream/pool-member.ts";
 import { UpstreamEngine } from "../upstream/upstream-engine.ts";
 import type { UpstreamOptions } from "../upstream/upstream.kind.ts";
-import { LlamaServerProcess } from "./llama-server-process.ts";
+import { LlamaServerProcess, type LlamaServerEndpoint } from "./llama-server-process.ts";
 import { llamaServerKind, llamaServerOptions } from "./llama-server.kind.ts";
 
 /** The llama-server flags for an entry: the model, one slot per `parallel`, each with the entry's context. */
@@ -63,19 +63,33 @@ export class ManagedLlamaServerEngine implements Engine {
     this.process = await LlamaServerProcess.start(
       { binary: options.binary, args: llamaServerArgs(this.entry), startTimeoutMs: parseDuration(options.startTimeout ?? "120s") },
       this.log,
+      { ready: (endpoint) => this.relayTo(endpoint), exited: () => this.dropRelay() },
       signal,
     );
+  }
+
+  /** Each run of the process has its own port and key: a new relay for it, with the key as its upstream apiKey. */
+  private async relayTo(endpoint: LlamaServerEndpoint): Promise<void> {
     const relay: UpstreamOptions = {
-      upstreams: [{ url: `${this.process.origin}/v1`, model: this.entry.id, maxInFlight: this.entry.parallel }],
+      upstreams: [{ url: `${endpoint.origin}/v1`, apiKey: endpoint.apiKey, model: this.entry.id, maxInFlight: this.entry.parallel }],
       protocol: "openai",
       tokenize: this.entry.capabilities.includes("chat") ? "llama-server" : "none",
-      // One local process: a failure is not retried elsewhere, and its breaker must not outlast a restart.
+      // One local process: a failure is not retried elsewhere.
       retry: { attempts: 1 },
       breaker: { failures: 1_000_000 },
       health: { interval: "2s" },
     };
-    this.relay = new UpstreamEngine({ ...this.entry, engine: "upstream", options: relay });
-    await this.relay.load();
+    const engine = new UpstreamEngine({ ...this.entry, engine: "upstream", options: relay }, this.log);
+    await engine.load();
+    this.dropRelay();
+    this.relay = engine;
+  }
+
+  /** The run ended: its relay stops at once (health checks included), before anyone else can bind its port. */
+  private dropRelay(): void {
+    const old = this.relay;
+    this.relay = null;
+    void old?.unload();
   }
 
   async unload(): Promise<void> {
@@ -96,10 +110,10 @@ export class ManagedLlamaServerEngine implements Engine {
   /** The relay, or 503 model_loading while the process restarts after a crash. */
   private running(): UpstreamEngine {
     const process = this.process;
-    if (!this.relay || !process) throw new AppError("model_loading", { message: `The model '${this.entry.id}' is not loaded.`, retryAfterMs: 1000 });
-    if (!process.ready) {
+    if (process && !process.ready) {
       throw new AppError("model_loading", { message: `The model '${this.entry.id}' is restarting after its llama-server exited.`, retryAfterMs: process.retryAfterMs });
     }
+    if (!this.relay || !process) throw new AppError("model_loading", { message: `The model '${this.entry.id}' is not loaded.`, retryAfterMs: 1000 });
     return this.relay;
   }
 

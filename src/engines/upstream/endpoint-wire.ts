@@ -7,7 +7,8 @@ import type { UpstreamOptions } from "./upstream.kind.ts";
 type Protocol = NonNullable<UpstreamOptions["protocol"]>;
 type CallShape = Pick<UpstreamCall, "path" | "root" | "json">;
 
-const malformed = (origin: string, what: string) => new UpstreamUnavailable(`The model's engine sent a malformed ${what} answer (${origin}).`, null, 1000);
+const malformed = (origin: string, what: string) =>
+  new UpstreamUnavailable(`The model's engine sent a malformed ${what} answer.`, null, 1000, "overloaded", `malformed ${what} answer from ${origin}`);
 
 interface WireUsage {
   prompt_tokens?: number;

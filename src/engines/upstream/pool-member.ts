@@ -76,7 +76,7 @@ export class PoolMember {
     } catch (err) {
       if (err instanceof UpstreamUnavailable) this.noteFailure();
       if (err instanceof Error && (err.name === "BrokenCircuitError" || err.name === "IsolatedCircuitError")) {
-        throw new UpstreamUnavailable(`The upstream ${this.client.origin} is ejected.`, null, Math.max(1000, this.cooldownLeft()));
+        throw new UpstreamUnavailable("The model's engine is ejected after repeated failures.", null, Math.max(1000, this.cooldownLeft()), "overloaded", `${this.client.origin} is ejected`);
       }
       throw err;
     }

@@ -14,7 +14,6 @@ export class StallWatchdog {
   constructor(
     firstMs: number,
     private readonly idleMs: number,
-    private readonly origin: string,
   ) {
     this.timer = this.arm(firstMs, `no first token within ${firstMs} ms`);
   }
@@ -35,7 +34,7 @@ export class StallWatchdog {
   }
 
   private arm(ms: number, why: string): NodeJS.Timeout {
-    const timer = setTimeout(() => this.controller.abort(new UpstreamUnavailable(`The model's engine failed: ${why} (${this.origin}).`, null, 1000)), ms);
+    const timer = setTimeout(() => this.controller.abort(new UpstreamUnavailable(`The model's engine failed: ${why}.`, null, 1000, "overloaded", why)), ms);
     timer.unref();
     return timer;
   }

@@ -120,27 +120,31 @@ export class UpstreamClient {
     try {
       return (await response.body.json()) as T;
     } catch (err) {
+      if (err instanceof SyntaxError && !call.signal.aborted) {
+        throw new UpstreamUnavailable("The model's engine sent a malformed answer.", null, 1000, "overloaded", `malformed JSON: ${err.message}`);
+      }
       throw this.failure(err, call.signal, null);
     }
   }
 
   /**
    * What an error while talking to the upstream means for us. The request's own abort (client gone, our deadline)
-   * passes through unchanged; everything else is the upstream being unavailable.
+   * passes through unchanged; everything else is the upstream being unavailable. The client's message never names
+   * the upstream; the engine logs it with the error's detail.
    */
   failure(err: unknown, callerSignal: AbortSignal, total: AbortSignal | null): unknown {
     if (callerSignal.aborted) return callerSignal.reason;
     if (isAppError(err) || err instanceof UpstreamConfigError) return err;
-    const where = `${this.origin}`;
-    if (total?.aborted) return new UpstreamUnavailable(`The model's engine did not finish within ${this.timeouts.totalMs} ms (${where}).`, null, 1000);
-    if (err instanceof errors.HeadersTimeoutError) return new UpstreamUnavailable(`The model's engine did not answer within ${this.timeouts.firstByteMs} ms (${where}).`, null, 1000);
-    if (err instanceof errors.BodyTimeoutError) return new UpstreamUnavailable(`The model's engine stalled: nothing for ${this.timeouts.idleMs} ms (${where}).`, null, 1000);
-    if (err instanceof errors.ConnectTimeoutError) return new UpstreamUnavailable(`The model's engine could not be reached within ${this.timeouts.connectMs} ms (${where}).`, null, 1000);
+    const unavailable = (message: string, detail: string) => new UpstreamUnavailable(message, null, 1000, "overloaded", detail);
+    if (total?.aborted) return unavailable(`The model's engine did not finish within ${this.timeouts.totalMs} ms.`, "total timeout");
+    if (err instanceof errors.HeadersTimeoutError) return unavailable(`The model's engine did not answer within ${this.timeouts.firstByteMs} ms.`, "first-byte timeout");
+    if (err instanceof errors.BodyTimeoutError) return unavailable(`The model's engine stalled: nothing for ${this.timeouts.idleMs} ms.`, "idle timeout");
+    if (err instanceof errors.ConnectTimeoutError) return unavailable(`The model's engine could not be reached within ${this.timeouts.connectMs} ms.`, "connect timeout");
     const code = (err as NodeJS.ErrnoException).code;
     if (code && tlsTrustErrors.test(code)) {
-      return new UpstreamConfigError(`TLS to ${where} failed (${code}): give the upstream's CA as \`ca\` in its entry`);
+      return new UpstreamConfigError(`TLS to ${this.origin} failed (${code}): give the upstream's CA as \`ca\` in its entry`);
     }
-    return new UpstreamUnavailable(`The model's engine could not be reached (${where}: ${code ?? (err as Error).message}).`, null, 1000);
+    return unavailable("The model's engine could not be reached.", code ?? (err as Error).message);
   }
 
   async close(): Promise<void> {

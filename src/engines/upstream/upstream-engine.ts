@@ -1,6 +1,7 @@
 import type { ModelEntry } from "../../config/app-config.ts";
 import { parseDuration } from "../../config/duration.ts";
 import { fitContextWindow } from "../context-window.ts";
+import type { EngineLog } from "../engine-kind.ts";
 import type {
   ChatDelta,
   ChatRequest,
@@ -23,8 +24,8 @@ import { sseEvents } from "./sse-events.ts";
 import { StallWatchdog } from "./stall-watchdog.ts";
 import { UpstreamClient, type UpstreamTimeouts } from "./upstream-client.ts";
 import { PoolMember, type MemberStats } from "./pool-member.ts";
-import { UpstreamPool } from "./upstream-pool.ts";
-import { readErrorBody, UpstreamUnavailable } from "./upstream-errors.ts";
+import { UpstreamPool, type PoolLease } from "./upstream-pool.ts";
+import { readErrorBody, upstreamDetail, UpstreamUnavailable } from "./upstream-errors.ts";
 import { upstreamOptions, upstreamSupport, type UpstreamOptions } from "./upstream.kind.ts";
 
 /** A prepared chat, plus the budget that means "nobody set one" (-1 when the client did). */
@@ -58,8 +59,12 @@ export class UpstreamEngine implements Engine {
   private readonly protocol: NonNullable<UpstreamOptions["protocol"]>;
   private pool: UpstreamPool | null = null;
   private learnedContext: number | null = null;
+  private readonly reported = new WeakSet<object>();
 
-  constructor(private readonly entry: ModelEntry) {
+  constructor(
+    private readonly entry: ModelEntry,
+    private readonly log: EngineLog,
+  ) {
     this.options = upstreamOptions(entry);
     this.timeouts = timeoutsOf(this.options);
     this.protocol = this.options.protocol ?? "openai";
@@ -114,9 +119,41 @@ export class UpstreamEngine implements Engine {
     return this.pool;
   }
 
+  /**
+   * The pool's acquire, with every failed attempt logged against its upstream (the client's message names none),
+   * and a failure of the pool itself (every upstream ejected) logged with each upstream's state.
+   */
+  private async acquire<T>(signal: AbortSignal, establish: (client: UpstreamClient) => Promise<T>): Promise<PoolLease<T>> {
+    const pool = this.requirePool();
+    try {
+      return await pool.acquire(signal, async (member) => {
+        try {
+          return await establish(member.client);
+        } catch (err) {
+          this.report(err, member.client.origin);
+          throw err;
+        }
+      });
+    } catch (err) {
+      this.report(err, pool.stats().map((s) => `${s.url} (${s.state})`).join(", "));
+      throw err;
+    }
+  }
+
+  /** Logs an upstream's failure once, with what the client's message leaves out: where, and the upstream's words. */
+  private report(err: unknown, upstream: string): void {
+    if (typeof err !== "object" || err === null || this.reported.has(err)) return;
+    const detail = upstreamDetail(err);
+    if (detail === null && !(err instanceof UpstreamUnavailable)) return;
+    this.reported.add(err);
+    const fields = { upstream, code: (err as UpstreamUnavailable).code, detail: detail ?? (err as Error).message };
+    if (err instanceof UpstreamUnavailable) this.log.warn(fields, "upstream failed");
+    else this.log.info(fields, "upstream refused the request");
+  }
+
   /** One whole call on the pool (retried by its rules), for answers that are not streamed to the client. */
   private async call<T>(signal: AbortSignal, fn: (client: UpstreamClient) => Promise<T>): Promise<T> {
-    const lease = await this.requirePool().acquire(signal, (member) => fn(member.client));
+    const lease = await this.acquire(signal, fn);
     lease.release();
     return lease.value;
   }
@@ -152,8 +189,8 @@ export class UpstreamEngine implements Engine {
       });
       return;
     }
-    const lease = await this.requirePool().acquire(signal, async (member) => {
-      const stream = this.streamFrom(member.client, req, prepared, signal);
+    const lease = await this.acquire(signal, async (client) => {
+      const stream = this.streamFrom(client, req, prepared, signal);
       return { stream, first: await stream.next() };
     });
     try {
@@ -161,6 +198,9 @@ export class UpstreamEngine implements Engine {
       if (first.done) return;
       yield first.value;
       yield* stream;
+    } catch (err) {
+      this.report(err, lease.member.client.origin);
+      throw err;
     } finally {
       lease.release();
     }
@@ -170,7 +210,7 @@ export class UpstreamEngine implements Engine {
   private async *streamFrom(client: UpstreamClient, req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncGenerator<ChatDelta> {
     // Left unset upstream unless the client or the plan's cap set it: our count of the prompt may differ slightly.
     const budget = prepared.maxTokens === (prepared as UpstreamPreparedChat).unsetBudget ? null : prepared.maxTokens;
-    const watchdog = new StallWatchdog(this.timeouts.firstByteMs, this.timeouts.idleMs, client.origin);
+    const watchdog = new StallWatchdog(this.timeouts.firstByteMs, this.timeouts.idleMs);
     const callSignal = AbortSignal.any([signal, watchdog.signal]);
     const reader = new ChunkReader();
     try {
@@ -191,7 +231,9 @@ export class UpstreamEngine implements Engine {
     } finally {
       watchdog.stop();
     }
-    if (reader.finishReason === null) throw new UpstreamUnavailable(`The model's engine ended the stream before it finished (${client.origin}).`, null, 1000);
+    if (reader.finishReason === null) {
+      throw new UpstreamUnavailable("The model's engine ended the stream before it finished.", null, 1000, "overloaded", `${client.origin} ended the stream early`);
+    }
     // No usage from the upstream: the prompt as counted in prepare (0 when not counted) and one token per piece.
     const usage = reader.usage ?? { promptTokens: prepared.promptTokens, completionTokens: reader.pieces };
     yield { type: "done", finishReason: reader.finishReason, usage };
@@ -236,12 +278,12 @@ function parseChunk(data: string, origin: string): WireChunk {
   try {
     return JSON.parse(data) as WireChunk;
   } catch {
-    throw new UpstreamUnavailable(`The model's engine sent a malformed stream event (${origin}).`, null, 1000);
+    throw new UpstreamUnavailable("The model's engine sent a malformed stream event.", null, 1000, "overloaded", `malformed stream event from ${origin}: ${data.slice(0, 200)}`);
   }
 }
 
 /** An error event inside an upstream stream (vLLM, llama-server: `data: {"error": {...}}`). */
 function streamError(error: unknown, origin: string): UpstreamUnavailable {
   const { message } = readErrorBody(JSON.stringify({ error }));
-  return new UpstreamUnavailable(`The model's engine failed during the stream (${origin}): ${message}`, null, 1000);
+  return new UpstreamUnavailable("The model's engine failed during the stream.", null, 1000, "overloaded", `error event from ${origin}: ${message}`);
 }

@@ -43,17 +43,27 @@ export function retryAfterMs(headers: Record<string, string | string[] | undefin
   return Number.isFinite(at) ? Math.max(0, at - Date.now()) : fallbackMs;
 }
 
-/** Thrown for answers the pool may retry elsewhere (connect errors, timeouts, 429, 5xx, a Modelgate node loading). */
+/**
+ * Thrown for answers the pool may retry elsewhere (connect errors, timeouts, 429, 5xx, a Modelgate node loading).
+ * `message` is what the client reads: a fixed sentence that never names the upstream nor repeats its words.
+ * `detail` (kept as the error's `cause`) is what the log gets: the upstream's status, error code or words.
+ */
 export class UpstreamUnavailable extends AppError {
   constructor(
     message: string,
     readonly upstreamStatus: number | null,
     retryAfter: number,
     code: "overloaded" | "model_loading" = "overloaded",
+    detail?: string,
   ) {
-    super(code, { message, retryAfterMs: retryAfter });
+    super(code, { message, retryAfterMs: retryAfter, ...(detail === undefined ? {} : { cause: detail }) });
     this.name = "UpstreamUnavailable";
   }
+}
+
+/** What the log keeps of an upstream's failure: the detail its mapping attached, never sent to the client. */
+export function upstreamDetail(err: unknown): string | null {
+  return err instanceof AppError && typeof err.cause === "string" ? err.cause : null;
 }
 
 /**
@@ -81,24 +91,29 @@ const passedThrough = new Set(["invalid_parameter", "context_length_exceeded", "
 /**
  * Maps an upstream's refusal to §7. Parameter problems stay 400 (the context window as context_length_exceeded);
  * a refusal of our own credentials or model name is our configuration's fault (UpstreamConfigError); rate limits,
- * overloads and server errors are 503 overloaded, with the upstream's Retry-After.
+ * overloads and server errors are 503 overloaded, with the upstream's Retry-After. The client reads our own
+ * sentences; the upstream's status and words are the error's `cause`, for the log.
  */
 export function mapUpstreamError(status: number, headers: Record<string, string | string[] | undefined>, text: string, options: MapOptions): Error {
   const body = readErrorBody(text);
+  const detail = `upstream ${status}: ${body.message}`;
   if (options.modelgate && body.code === "model_loading") {
-    return new UpstreamUnavailable(body.message, status, retryAfterMs(headers), "model_loading");
+    return new UpstreamUnavailable("The model is loading. Retry after the time given in Retry-After.", status, retryAfterMs(headers), "model_loading", detail);
   }
   if (status === 429 || status >= 500) {
-    return new UpstreamUnavailable(`The model's engine is busy or failing (upstream ${status}).`, status, retryAfterMs(headers));
+    return new UpstreamUnavailable("The model's engine is busy or failing. Retry after the time given in Retry-After.", status, retryAfterMs(headers), "overloaded", detail);
   }
+  // Another Modelgate node's §7 message was written for clients under the same rules: it is passed on.
+  const message = options.modelgate ? body.message : undefined;
   if (contextPatterns.some((p) => p.test(body.message) || (body.code !== null && p.test(body.code)))) {
-    return new AppError("context_length_exceeded", { param: options.contextParam ?? "messages", message: body.message });
+    return new AppError("context_length_exceeded", { param: options.contextParam ?? "messages", message, cause: detail });
   }
   if (status === 401 || status === 403 || status === 404 || status === 407) {
     return new UpstreamConfigError(`upstream refused our request (${status}): ${body.message}; check the model's upstreams (url, apiKey, model)`);
   }
   if (options.modelgate && body.code !== null && passedThrough.has(body.code)) {
-    return new AppError(body.code as "invalid_parameter", { param: body.param, message: body.message });
+    return new AppError(body.code as "invalid_parameter", { param: body.param, message, cause: detail });
   }
-  return new AppError("invalid_parameter", { param: body.param, message: body.message });
+  const refused = body.param ? `The model's engine refused the parameter '${body.param}'.` : "The model's engine refused the request as invalid.";
+  return new AppError("invalid_parameter", { param: body.param, message: refused, cause: detail });
 }

@@ -92,8 +92,8 @@ export const upstreamKind: EngineKind = {
     const own = options as UpstreamOptions;
     return { ...own, upstreams: own.upstreams.map((u) => (u.ca ? { ...u, ca: path.resolve(configDir, u.ca) } : u)) };
   },
-  async create(entry) {
+  async create(entry, log) {
     const { UpstreamEngine } = await import("./upstream-engine.ts");
-    return new UpstreamEngine(entry);
+    return new UpstreamEngine(entry, log);
   },
 };
