@@ -14,7 +14,7 @@ import { errorOf } from "./helpers/errors.ts";
  * use and visible focus, the page working under its own CSP, and the size of the first load.
  * (test/console-http.test.ts checks the cookie, CSRF, files and audit rules from outside a browser.)
  */
-const adminToken = "console-test-admin-token-0123456789";
+const adminToken = "qH3WkbBNtmLzXg_sPNpZkGIthnnfeyeesrPAXwckHSw";
 const cookieName = "__Host-modelgate_console";
 const artifacts = path.join(repoRoot, "test-artifacts/console");
 const chromiumPath = process.env.MODELGATE_CHROMIUM ?? "/usr/bin/chromium";

@@ -35,6 +35,9 @@ export const revocationsPlugin = fp(
       } catch {
         return;
       }
+      // In effect here before (and whether or not) this replica is the one that writes it: a replica that missed
+      // the published message, or started after it, refuses the key within applyEveryMs all the same.
+      for (const keyId of pending.keys()) app.apiKeys.forget(keyId);
       for (const [keyId, revokedAt] of pending) {
         try {
           // A key this database does not hold belongs to another deployment sharing the Redis: left for it.
@@ -47,6 +50,7 @@ export const revocationsPlugin = fp(
         }
       }
     };
+    await apply();
     const timer = setInterval(() => void apply(), applyEveryMs);
     timer.unref();
     app.ctx.onClose(async () => {
