@@ -29,7 +29,7 @@ export interface Limits {
    * valid (before its database lookup), or an admin token (before it is compared, and then also against the budget
    * of failed admin-token attempts from all addresses together). 429 when the address (or that budget) is spent,
    * whatever the credential. Call `accepted` when the credential was right: the attempt is then not counted after
-   * all, and the headers show that.
+   * all (an admin answer's headers show that; a key's request gets the key's headers next).
    */
   anonymousAttempt(request: FastifyRequest, reply: FastifyReply, credential: "key" | "admin-token"): Promise<{ accepted: () => Promise<void> }>;
 }
@@ -145,7 +145,8 @@ export const rateLimitPlugin = fp(
         return {
           async accepted() {
             await Promise.all(hits.map((h) => store.release(h.bucket, h.windowMs)));
-            reply.headers(headersOf({ ...address, result: await store.peek(address.bucket, address.limit, address.windowMs) }));
+            // A key's own limiter sets the headers next; an admin answer shows the address's window as it now is.
+            if (credential === "admin-token") reply.headers(headersOf({ ...address, result: await store.peek(address.bucket, address.limit, address.windowMs) }));
           },
         };
       },

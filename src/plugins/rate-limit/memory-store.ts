@@ -53,7 +53,7 @@ export class MemoryStore implements RateLimitStore {
     });
   }
 
-  async release(bucket: string): Promise<void> {
+  async release(bucket: string, _windowMs?: number): Promise<void> {
     this.releaseSync(bucket);
   }
 
