@@ -32,6 +32,8 @@ async function behindProxy(raw: Record<string, unknown> = {}): Promise<{ srv: Te
   viaProxy.port = String(proxy.port);
   const srv = await startServer({ adminToken, plans, models: [], database: { url: viaProxy.toString() }, ...raw });
   cleanups.push(() => srv.close());
+  // Cleanups run last first: the database is back before the server closes, even after a failed assertion.
+  cleanups.push(() => proxy.restore());
   return { srv, proxy, dbUrl: db.url };
 }
 
