@@ -8,10 +8,13 @@ import { revokeKey } from "../src/keys/lifecycle.ts";
 import { openStore } from "../src/store/store.ts";
 import { StoreHealth, isStoreBusy, isStoreUnreachable } from "../src/store/store-health.ts";
 import { freshPostgres, redisTestUrl, silentLogger } from "./helpers/keys.ts";
-import { startServer, type TestServer } from "./helpers/server.ts";
+import { startServer, tempDir, type TestServer } from "./helpers/server.ts";
+import { testConfig } from "./helpers/config.ts";
+import { sql } from "kysely";
 import { errorOf } from "./helpers/errors.ts";
 import { TcpProxy } from "./helpers/tcp-proxy.ts";
 import { randomBytes } from "node:crypto";
+import { rmSync } from "node:fs";
 
 const adminToken = randomBytes(32).toString("base64");
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
@@ -122,6 +125,27 @@ test("issue 29.2 with Redis: a pending revocation (accepted by a replica while t
   }
   assert.ok(stored, "written once the database answers");
   assert.equal(await status(srv, key), 401);
+});
+
+test("issue 29.2 a PostgreSQL connection lost in the middle of a query fails that query, never the process", async () => {
+  const db = await freshPostgres();
+  cleanups.push(() => db.drop());
+  const target = new URL(db.url);
+  const proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432));
+  cleanups.push(() => proxy.close());
+  const viaProxy = new URL(db.url);
+  viaProxy.port = String(proxy.port);
+  const dataDir = tempDir();
+  cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
+  const store = await openStore(testConfig({ dataDir, models: [], database: { url: viaProxy.toString() } }, null), silentLogger());
+  cleanups.push(() => store.close());
+  const query = sql`select pg_sleep(2)`.execute(store.db);
+  await new Promise((r) => setTimeout(r, 200));
+  proxy.cut("refuse");
+  await assert.rejects(query, (err: unknown) => isStoreUnreachable(err));
+  // An uncaught error would fail this file (the test runner reports it); give it the time to surface.
+  await new Promise((r) => setTimeout(r, 200));
+  proxy.restore();
 });
 
 test("issue 29.3 a pool-acquire timeout (every connection busy) is not an outage: the circuit stays closed", async () => {

@@ -58,6 +58,9 @@ export async function openStore(config: AppConfig, log: FastifyBaseLogger): Prom
     const pool = new pg.Pool({ connectionString: config.databaseUrl, max: 10, connectionTimeoutMillis: 1000, query_timeout: 5000 });
     // An idle client losing its connection must not crash the process.
     pool.on("error", (err) => log.warn({ err }, "postgres pool client error"));
+    // Nor one in use: the pool listens only to idle clients, and pg emits "error" on a client whose connection is
+    // lost (its query, if any, fails too and is handled by its caller).
+    pool.on("connect", (client) => client.on("error", (err) => log.debug({ err }, "postgres connection lost")));
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     log.debug({ database: describeUrl(config.databaseUrl) }, "store: postgres");
   } else {
