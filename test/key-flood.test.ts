@@ -124,3 +124,13 @@ test("issue 29.3 a key answered unknown is not looked up again for a while, and 
   assert.equal((await srv.get("/v1/models", { key: ((await created.json()) as { key: string }).key, headers: from })).status, 200, "the new key works on its first request");
   assert.equal((await srv.get("/v1/models", { key: value, headers: from })).status, 200, "unknown keys are looked up again once a key is created here");
 });
+
+test("issue 29.3 concurrent requests with one key share its lookup: a burst of 20 for a key this node never saw reaches the database once", async () => {
+  const { key } = await srv.createKey({ plan: "big" });
+  counter.watched.add(hashKey(Buffer.from(keySecret, "utf8"), key));
+  const before = counter.count;
+  const responses = await Promise.all(Array.from({ length: 20 }, () => srv.get("/v1/models", { key, headers: { "x-forwarded-for": "192.0.2.99" } })));
+  await Promise.all(responses.map((r) => r.arrayBuffer()));
+  assert.deepEqual([...new Set(responses.map((r) => r.status))], [200]);
+  assert.equal(counter.count - before, 1);
+});

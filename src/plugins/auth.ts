@@ -154,6 +154,9 @@ export const authPlugin = fp(
       throw error;
     }
 
+    /** Lookups under way, by key: requests for the same key at the same time share one (a burst, a cache expiry). */
+    const inflight = new Map<string, Promise<CachedKey | null | "no answer">>();
+
     /**
      * A well-formed key not in the short cache. A key this node has never had an answer for is counted by the
      * anonymous limiter before the database is asked (and not counted after all when it is valid), so guessing keys
@@ -162,15 +165,34 @@ export const authPlugin = fp(
     async function check(request: FastifyRequest, reply: FastifyReply, key: string, now: number): Promise<CachedKey> {
       const hash = hashKey(store.keySecret, key);
       if (unknownKeys.has(hash, now)) return refuse(request, reply, new AppError("invalid_api_key", { message: "Invalid API key." }));
-      const attempt = lastSeen.has(key) ? null : await request.server.limits.anonymousAttempt(request, reply, "key");
+      const shared = inflight.get(key);
+      if (shared) {
+        const answer = await shared;
+        // Without the answer (its request was refused first, or the store failed), this request asks on its own.
+        if (answer !== "no answer") return verdict(request, reply, answer, null);
+      }
+      let settle!: (answer: CachedKey | null | "no answer") => void;
+      const mine = new Promise<CachedKey | null | "no answer">((resolve) => (settle = resolve));
+      inflight.set(key, mine);
+      let attempt: { accepted: () => Promise<void> } | null = null;
       let entry: CachedKey | null;
       try {
+        if (!lastSeen.has(key)) attempt = await request.server.limits.anonymousAttempt(request, reply, "key");
         entry = await lookup(key, hash, now);
       } catch (err) {
+        settle("no answer");
         // A 503 carries the limiter's headers like every other answer.
-        if (!attempt) await request.server.limits.anonymousHeadersOnly(request, reply);
+        if (!attempt && err instanceof AppError && err.code !== "rate_limit_exceeded") await request.server.limits.anonymousHeadersOnly(request, reply);
         throw err;
+      } finally {
+        if (inflight.get(key) === mine) inflight.delete(key);
       }
+      settle(entry);
+      return verdict(request, reply, entry, attempt);
+    }
+
+    /** A looked-up key's outcome; a refusal is counted by the anonymous limiter unless `attempt` already was. */
+    async function verdict(request: FastifyRequest, reply: FastifyReply, entry: CachedKey | null, attempt: { accepted: () => Promise<void> } | null): Promise<CachedKey> {
       const refusal = (message: string) => new AppError("invalid_api_key", { message });
       const refuseCounted = (error: AppError) => (attempt ? Promise.reject(error) : refuse(request, reply, error));
       if (!entry) return refuseCounted(refusal("Invalid API key."));
