@@ -76,7 +76,8 @@ export const rateLimitPlugin = fp(
     app.ctx.onClose(() => store.close());
     const { anonymousRateLimit: anonymous, adminTokenFailureLimit: adminFailures } = app.ctx.config;
     const anonymousHit = (address: string): BucketHit => ({ bucket: `a:${addressBucket(address, anonymous.ipv6Prefix)}`, limit: anonymous.requests, windowMs: anonymous.windowMs });
-    const adminFailuresHit: BucketHit = { bucket: "admin-token-failures", limit: adminFailures.requests, windowMs: adminFailures.windowMs };
+    // Shared by this deployment's replicas (through Redis), not by other deployments that use the same Redis.
+    const adminFailuresHit: BucketHit = { bucket: `admin-token-failures:${app.ctx.config.deployment}`, limit: adminFailures.requests, windowMs: adminFailures.windowMs };
 
     async function countAll(hits: BucketHit[]): Promise<Counted[]> {
       const results = await store.hitAll(hits);
