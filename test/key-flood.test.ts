@@ -11,6 +11,7 @@ import { openStore } from "../src/store/store.ts";
 import { freshPostgres, silentLogger } from "./helpers/keys.ts";
 import { startServer, type TestServer } from "./helpers/server.ts";
 import { TcpProxy } from "./helpers/tcp-proxy.ts";
+import pg from "pg";
 
 const keySecret = `flood-test-secret-${randomBytes(16).toString("hex")}`;
 const adminToken = randomBytes(32).toString("base64");
@@ -45,6 +46,12 @@ before(async () => {
   cleanups.push(() => proxy.close());
   const viaProxy = new URL(db.url);
   viaProxy.port = String(proxy.port);
+  // The database was just created: its first connection (PostgreSQL loading it) is made here, not in the 1 s the
+  // server gives its own.
+  const warm = new pg.Client({ connectionString: viaProxy.toString() });
+  await warm.connect();
+  await warm.query("select 1");
+  await warm.end();
   srv = await startServer({
     keySecret,
     adminToken,

@@ -33,11 +33,23 @@ async function behindProxy(raw: Record<string, unknown> = {}): Promise<{ srv: Te
   cleanups.push(() => proxy.close());
   const viaProxy = new URL(db.url);
   viaProxy.port = String(proxy.port);
+  await warm(viaProxy.toString());
   const srv = await startServer({ adminToken, plans, models: [], database: { url: viaProxy.toString() }, ...raw });
   cleanups.push(() => srv.close());
   // Cleanups run last first: the database is back before the server closes, even after a failed assertion.
   cleanups.push(() => proxy.restore());
   return { srv, proxy, dbUrl: db.url };
+}
+
+/**
+ * Opens one connection to a database just created, so that the server's first one (1 s to connect) does not also pay
+ * for PostgreSQL's first load of the new database on a busy machine.
+ */
+async function warm(url: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  await client.query("select 1");
+  await client.end();
 }
 
 const status = async (srv: TestServer, key: string) => {
