@@ -10,7 +10,7 @@ import { freshPostgres, silentLogger } from "./helpers/keys.ts";
 import { errorOf } from "./helpers/errors.ts";
 import { until } from "./helpers/wait-for.ts";
 
-const adminToken = "admin-token-for-tests-0123456789";
+const adminToken = "TSBPPyCCkIsCEyL-EoHUBPaTHtw8SshdCHP3KwOqYj8";
 const models = [
   { id: "test-chat", engine: "llama", source: "/nonexistent/test-chat.gguf", capabilities: ["chat"], load: "lazy" },
   { id: "other-chat", engine: "llama", source: "/nonexistent/other-chat.gguf", capabilities: ["chat"], load: "lazy" },

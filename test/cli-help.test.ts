@@ -34,7 +34,7 @@ test("modelgate --version, help, and <command> [<subcommand>] --help with option
 test("settings from the environment: flags > MODELGATE_* > file > defaults", () => {
   const dir = tempDir("env-precedence-");
   const file = writeConfig(dir, { server: { port: 9001, host: "127.0.0.1" }, dataDir: "./file-data", logLevel: "warn", deployment: "from-file" });
-  const env = { MODELGATE_PORT: "9002", MODELGATE_DATA_DIR: "/tmp/env-data", MODELGATE_DEPLOYMENT: "from-env", MODELGATE_TRUST_PROXY: "10.0.0.0/8, 192.168.0.0/16", MODELGATE_ADMIN_TOKEN: "t".repeat(20) };
+  const env = { MODELGATE_PORT: "9002", MODELGATE_DATA_DIR: "/tmp/env-data", MODELGATE_DEPLOYMENT: "from-env", MODELGATE_TRUST_PROXY: "10.0.0.0/8, 192.168.0.0/16", MODELGATE_ADMIN_TOKEN: "QvCC5-qAbswRU24eJpoOpMWWZJG4YYaGG8zuI2tkMSY" };
   const fromEnv = loadConfig(file, builtInEngines(), {}, env);
   assert.equal(fromEnv.server.port, 9002, "env over file");
   assert.equal(fromEnv.server.host, "127.0.0.1", "file over default");
@@ -42,7 +42,7 @@ test("settings from the environment: flags > MODELGATE_* > file > defaults", () 
   assert.equal(fromEnv.dataDir, "/tmp/env-data");
   assert.equal(fromEnv.deployment, "from-env");
   assert.deepEqual(fromEnv.server.trustProxy, ["10.0.0.0/8", "192.168.0.0/16"]);
-  assert.equal(fromEnv.adminToken, "t".repeat(20));
+  assert.equal(fromEnv.adminToken, env.MODELGATE_ADMIN_TOKEN);
   const withFlags = loadConfig(file, builtInEngines(), { dataDir: "/tmp/flag-data", port: 9003 }, env);
   assert.equal(withFlags.dataDir, "/tmp/flag-data", "flag over env");
   assert.equal(withFlags.server.port, 9003);

@@ -8,7 +8,7 @@ import { errorOf } from "./helpers/errors.ts";
  * it, failed logins on the per-address limiter, the files it is served from, and the audit log of the admin API.
  * (test/console.test.ts clicks through the console itself in Chromium.)
  */
-const adminToken = "console-http-admin-token-0123456789";
+const adminToken = "JIgzn5dhEhACa4vjj2zYFcP5tqhMnHk1bQzf8GNGSgs";
 const cookieName = "__Host-modelgate_console";
 const admin = { authorization: `Bearer ${adminToken}` };
 

@@ -149,7 +149,7 @@ test("compose (issue 29.5): the init script, run against a real PostgreSQL, leav
 });
 
 test("the replicas' config loads with our loader, its model an upstream on the compose service", () => {
-  const config = loadConfig(path.join(deploy, "modelgate.yaml"), builtInEngines(), {}, { MODELGATE_ADMIN_TOKEN: "x".repeat(32), MODELGATE_HOST: "0.0.0.0" });
+  const config = loadConfig(path.join(deploy, "modelgate.yaml"), builtInEngines(), {}, { MODELGATE_ADMIN_TOKEN: "MJq7mPOTRZv277FwlBJm2ZminxU_-u-zx8C6Ht989tM", MODELGATE_HOST: "0.0.0.0" });
   assert.equal(config.server.host, "0.0.0.0");
   const model = config.models.find((m) => m.id === "chat")!;
   assert.equal(model.engine, "upstream");

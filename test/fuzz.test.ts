@@ -12,7 +12,7 @@ import { modelsDir, startServer, type TestServer } from "./helpers/server.ts";
 import { RawConnection } from "./helpers/raw-http.ts";
 
 const seed = 20261124;
-const adminToken = "admin-token-for-the-fuzz-corpus";
+const adminToken = "7Kkohr0z7ItIxjLV7bcwBfurA65Y_aWBHNSuEhyLQfo";
 let srv: TestServer;
 let key: string;
 let client: Client;

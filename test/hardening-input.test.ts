@@ -8,7 +8,7 @@ import { modelsDir, runCli, startServer, tempDir, writeConfig, type TestServer }
 
 let srv: TestServer;
 let key: string;
-const adminToken = "admin-token-for-hardening-tests";
+const adminToken = "Ca-uxLa54KhylWQ6LuYUp-QCh1vF_nnF7-QCqI_nFMU";
 
 before(async () => {
   srv = await startServer({

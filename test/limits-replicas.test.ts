@@ -31,6 +31,21 @@ test("§8 Redis limiter is atomic and does not count refused requests", async ()
   }
 });
 
+test("issue 29.18 Redis counts a request in several buckets atomically: in all of them, or (one full) in none", async () => {
+  const store = await RedisStore.connect(redisTestUrl);
+  try {
+    const key = { bucket: `test:k:${randomBytes(6).toString("hex")}`, limit: 100, windowMs: 60_000 };
+    const account = { bucket: `test:acct:${randomBytes(6).toString("hex")}`, limit: 10, windowMs: 60_000 };
+    const results = await Promise.all(Array.from({ length: 30 }, () => store.hitAll([key, account])));
+    assert.equal(results.filter((r) => r[0].allowed && r[1].allowed).length, 10);
+    assert.deepEqual([(await store.peek(key.bucket, key.limit, key.windowMs)).count, (await store.peek(account.bucket, account.limit, account.windowMs)).count], [10, 10], "the 20 refused were counted in neither");
+    await store.release(account.bucket, account.windowMs);
+    assert.equal((await store.peek(account.bucket, account.limit, account.windowMs)).count, 9);
+  } finally {
+    await store.close();
+  }
+});
+
 describe("two server processes sharing PostgreSQL and Redis", () => {
   const dir = tempDir();
   let raw: Record<string, unknown>;
@@ -51,7 +66,11 @@ describe("two server processes sharing PostgreSQL and Redis", () => {
       database: { url: db.url },
       redis: { url: redisTestUrl },
       keySecret: `shared-secret-${randomBytes(8).toString("hex")}`,
-      plans: { ten: { rateLimit: { requests: 10, window: "1m" } }, retry: { rateLimit: { requests: 1, window: "2s" } } },
+      plans: {
+        ten: { rateLimit: { requests: 10, window: "1m" } },
+        retry: { rateLimit: { requests: 1, window: "2s" } },
+        pooled: { rateLimit: { requests: 100, window: "1m" }, accountRateLimit: { requests: 10, window: "1m" } },
+      },
     };
     // One after the other: the first start writes the shared self-signed certificate into the data dir.
     a = await spawnServer(raw, dir);
@@ -84,6 +103,16 @@ describe("two server processes sharing PostgreSQL and Redis", () => {
     assert.match(anonymous.headers.get("x-ratelimit-reset-requests") ?? "", /^(1m0s|\d+s)$/);
     const remaining = responses.filter((r) => r.status === 200).map((r) => Number(r.headers.get("x-ratelimit-remaining-requests"))).sort((x, y) => x - y);
     assert.deepEqual(remaining, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+  });
+
+  test("issue 29.18 the account's bucket is exact across replicas: 20 concurrent requests with two keys of one account (limit 10) get exactly 10 × 200", async () => {
+    const first = await key({ plan: "pooled" });
+    const second = await key({ account: first.accountId });
+    const responses = await Promise.all(Array.from({ length: 20 }, (_, i) => get(i % 2 ? a.origin : b.origin, i % 4 < 2 ? first.key : second.key)));
+    const statuses = responses.map((r) => r.status);
+    await Promise.all(responses.map((r) => r.arrayBuffer()));
+    assert.equal(statuses.filter((s) => s === 200).length, 10, statuses.join(","));
+    assert.equal(statuses.filter((s) => s === 429).length, 10, statuses.join(","));
   });
 
   test("§3 a revocation made with the CLI is seen by both replicas within 1 s", async () => {

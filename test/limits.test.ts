@@ -103,26 +103,6 @@ describe("rate limits (memory store)", () => {
     assert.deepEqual([limitHeaders(invalid).limit, limitHeaders(invalid).remaining], ["600", "598"]);
   });
 
-  test("decisions: requests without a valid key get the per-address anonymous limiter's headers, then 429", async () => {
-    // Other tests in this file use valid keys only, so this address starts with a fresh anonymous window.
-    const first = await s.fetch(`${s.baseURL}/models`);
-    assert.equal(first.status, 401);
-    assert.deepEqual(limitHeaders(first), { limit: "2", remaining: "1", reset: "1m0s" });
-    const second = await s.fetch(`${s.baseURL}/models`, { headers: bearer("mg_guess") });
-    assert.equal(second.status, 401);
-    assert.equal(limitHeaders(second).remaining, "0");
-    const third = await s.fetch(`${s.baseURL}/models`, { headers: bearer("mg_guess2") });
-    assert.deepEqual(await errorOf(third), { status: 429, type: "rate_limit_error", code: "rate_limit_exceeded", param: null });
-    assert.ok(Number(third.headers.get("retry-after")) >= 1);
-    // A valid key is not slowed by the anonymous limiter of its address.
-    const { key } = await s.createKey();
-    assert.equal((await s.fetch(`${s.baseURL}/models`, { headers: bearer(key) })).status, 200);
-    // Public routes are exempt.
-    const health = await s.fetch(`${s.origin}/healthz`);
-    assert.equal(health.status, 200);
-    assert.equal(health.headers.get("x-ratelimit-limit-requests"), null);
-  });
-
   test("§7 the openai client raises RateLimitError, and its built-in retry succeeds after Retry-After", async () => {
     const { key } = await s.createKey({ plan: "retry" });
     assert.equal((await s.openai(key).models.list()).data.length, 1);
@@ -137,6 +117,34 @@ describe("rate limits (memory store)", () => {
     const page = await s.openai(key, { maxRetries: 2 }).models.list();
     assert.equal(page.data[0].id, "test-chat");
     assert.ok(Date.now() - started >= 300, "the client waited for the window to free");
+  });
+
+  test("decisions: requests without a valid key get the per-address anonymous limiter's headers, then 429", async () => {
+    // Other tests in this file use valid keys only, so this address starts with a fresh anonymous window. A key's
+    // first request is counted before its lookup, then taken back once the key is found valid.
+    const { key } = await s.createKey();
+    assert.equal((await s.fetch(`${s.baseURL}/models`, { headers: bearer(key) })).status, 200);
+    const first = await s.fetch(`${s.baseURL}/models`);
+    assert.equal(first.status, 401);
+    assert.deepEqual([limitHeaders(first).limit, limitHeaders(first).remaining], ["2", "1"]);
+    // The window opened with the first key lookups of this address (the tests above), seconds ago.
+    assert.match(limitHeaders(first).reset!, /^(1m0s|[1-5]?\ds)$/);
+    const second = await s.fetch(`${s.baseURL}/models`, { headers: bearer("mg_guess") });
+    assert.equal(second.status, 401);
+    assert.equal(limitHeaders(second).remaining, "0");
+    const third = await s.fetch(`${s.baseURL}/models`, { headers: bearer("mg_guess2") });
+    assert.deepEqual(await errorOf(third), { status: 429, type: "rate_limit_error", code: "rate_limit_exceeded", param: null });
+    assert.ok(Number(third.headers.get("retry-after")) >= 1);
+    // A key this node has seen valid is not slowed by the anonymous limiter of its address; a key it never saw
+    // cannot be told from a guess before its database lookup, which is what the limit protects (issue 29.3).
+    assert.equal((await s.fetch(`${s.baseURL}/models`, { headers: bearer(key) })).status, 200);
+    const unseen = await s.createKey();
+    const limited = await s.fetch(`${s.baseURL}/models`, { headers: bearer(unseen.key) });
+    assert.deepEqual(await errorOf(limited), { status: 429, type: "rate_limit_error", code: "rate_limit_exceeded", param: null });
+    // Public routes are exempt.
+    const health = await s.fetch(`${s.origin}/healthz`);
+    assert.equal(health.status, 200);
+    assert.equal(health.headers.get("x-ratelimit-limit-requests"), null);
   });
 });
 

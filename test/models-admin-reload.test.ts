@@ -11,7 +11,7 @@ import { startFakeHub } from "./helpers/fake-hub.ts";
 import { testConfig } from "./helpers/config.ts";
 import { waitFor } from "./helpers/wait-for.ts";
 
-const adminToken = "admin-token-0123456789abcdef";
+const adminToken = "wrrmnIYhgP9_uQcRZmVJT2tdehaKsErYUj32hL8o-Og";
 const storiesPath = path.join(modelsDir, "stories260K.gguf");
 const rerankPath = path.join(modelsDir, "forged/bert-rerank-tiny.gguf");
 const stories = readFileSync(storiesPath);

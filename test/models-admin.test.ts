@@ -10,7 +10,7 @@ import { EngineRegistry } from "../src/engines/registry.ts";
 import { llamaKind } from "../src/engines/llama/llama.kind.ts";
 import type { ModelEntry } from "../src/config/app-config.ts";
 
-const adminToken = "admin-token-0123456789abcdef";
+const adminToken = "KSjGOX2xh2g0bnYyOYdoqDIh-F4wRvlm-P3jLX3Cpdk";
 const stories = readFileSync(path.join(modelsDir, "stories260K.gguf"));
 const hub = await startFakeHub({
   "karpathy/tinyllamas": { "stories260K.gguf": stories },

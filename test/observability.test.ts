@@ -16,8 +16,8 @@ interface Family {
   metrics: { labels?: Record<string, string>; value?: string; count?: string; sum?: string; buckets?: Record<string, string> }[];
 }
 
-const adminToken = "observability-admin-token-0123456789";
-const metricsToken = "observability-metrics-token-0123456789";
+const adminToken = "Cm7bl9GpZC2uPH8-wvJG2fUhOz3LvPjxl5TakpfcoQI";
+const metricsToken = "FggZlX1zw4yu1zlj6V-0OA_oLxGAXh9poFoVLbsiMbE";
 const lines: Record<string, unknown>[] = [];
 let srv: TestServer;
 let key: string;

@@ -17,7 +17,7 @@ let doc: Record<string, any>;
 
 before(async () => {
   srv = await startServer({
-    adminToken: "admin-token-for-openapi-tests",
+    adminToken: "iHNhIT9Id8lsCqDGhHLxpiPGNl7Sm8YzAz5UJoe9vUc",
     models: [{ id: "stories", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"], contextSize: 512, parallel: 1, threads: 1 }],
   });
   key = (await srv.createKey()).key;

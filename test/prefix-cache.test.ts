@@ -11,7 +11,7 @@ import { startServer, modelsDir, type TestServer } from "./helpers/server.ts";
  */
 let srv: TestServer;
 let client: OpenAI;
-const adminToken = "admin-token-for-prefix-cache-tests";
+const adminToken = "6zkHOfOlzRYr97DOn-jHhxYagDA1DjOEDXS3g9Ysd5M";
 
 before(async () => {
   srv = await startServer({

@@ -15,7 +15,7 @@ import { TcpProxy } from "./helpers/tcp-proxy.ts";
 import { until } from "./helpers/wait-for.ts";
 
 const keySecret = "resilience-test-key-secret-0123456789";
-const adminToken = "admin-token-for-resilience-tests";
+const adminToken = "6qFYlsDcg7vavYM6xkDCGpci3JleFTH26xnzYi-fw2I";
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
 after(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup();

@@ -18,7 +18,7 @@ interface Node {
   ca: string;
 }
 
-const adminToken = "failover-admin-token-0123456789";
+const adminToken = "RuTuHAR8doLpVwZaNcVuy51WFpabH_9w3KHSs1OJ-Ow";
 let nodes: Node[] = [];
 let front: TestServer;
 let key: string;

@@ -15,7 +15,7 @@ import { assertChatFraming, readSse, sseFrames } from "./helpers/sse.ts";
  * back node; clients use keys of the front node.
  */
 const stories = path.join(modelsDir, "stories260K.gguf");
-const adminToken = "back-node-admin-token-0123456789";
+const adminToken = "BUFDDF-D5DlTxDUOCq3RJTR6HYRO2-tNh1g_dfchZC0";
 
 let back: TestServer;
 let front: TestServer;

@@ -11,7 +11,7 @@ import { waitFor } from "./helpers/wait-for.ts";
  * each test scripts (test/helpers/replay-upstream.ts); the Modelgate node in front is real. Failover with real
  * Modelgate nodes killed under load is in upstream-failover.test.ts.
  */
-const adminToken = "pool-test-admin-token-0123456789";
+const adminToken = "gmDHKvQqmH5D4N2GeN1CfxZJqx5kE-W0GlHLSxC9pnc";
 let a: Replay;
 let b: Replay;
 let front: TestServer;

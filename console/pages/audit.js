@@ -2,7 +2,7 @@ import { useEffect, useState } from "preact/hooks";
 import { api } from "../api.js";
 import { html, Notice, formatDate } from "../ui.js";
 
-const actions = ["account.create", "account.update", "key.create", "key.rotate", "key.revoke"];
+const actions = ["account.create", "account.update", "key.create", "key.rotate", "key.revoke", "auth.login", "auth.failed", "auth.failed.summary"];
 const actors = ["console", "cli", "admin-token"];
 
 export function AuditPage({ account }) {
@@ -22,7 +22,7 @@ export function AuditPage({ account }) {
   const keyOf = (e) => (e.keyId ? `${e.keyId}${e.detail?.prefix ? ` (${e.detail.prefix}…)` : ""}` : "—");
   const set = (field) => (e) => setFilter({ ...filter, [field]: e.currentTarget.value });
   return html`<h1>Audit log</h1>
-    <p class="hint">Every account and key operation, from the console, the CLI and the admin API. Append-only.</p>
+    <p class="hint">Every account and key operation, from the console, the CLI and the admin API, and the console logins and failed admin-token attempts (auth.*). Append-only.</p>
     <div class="filters">
       <div class="field"><label for="audit-account">Account (name or id)</label>
         <input id="audit-account" type="search" value=${filter.account} onChange=${set("account")} /></div>

@@ -4,6 +4,8 @@ import type { Capability, Endpoint } from "./config.schema.ts";
 export interface Plan {
   name: string;
   rateLimit: { requests: number; windowMs: number };
+  /** The bucket all of an account's keys share. */
+  accountRateLimit: { requests: number; windowMs: number };
   maxBodyBytes: number;
   maxUploadBytes: number;
   maxOutputTokens: number | null;
@@ -91,7 +93,10 @@ export interface AppConfig {
   redisOnError: "open" | "closed";
   /** Keys seen valid keep working this long while the database is unreachable. */
   staleIfErrorMs: number;
-  anonymousRateLimit: { requests: number; windowMs: number };
+  /** Per address; IPv6 addresses by their first `ipv6Prefix` bits. */
+  anonymousRateLimit: { requests: number; windowMs: number; ipv6Prefix: number };
+  /** Failed admin-token attempts from all addresses together. */
+  adminTokenFailureLimit: { requests: number; windowMs: number };
   defaultPlan: string;
   /** By name; a Map, so a name like `constructor` is just an unknown plan. */
   plans: ReadonlyMap<string, Plan>;

@@ -29,9 +29,17 @@ export const RateLimitConfig = Type.Object(
 );
 export type RateLimitConfig = Static<typeof RateLimitConfig>;
 
+/** The per-address limiter of requests without a usable key; IPv6 clients are counted by network (`ipv6Prefix`). */
+export const AnonymousRateLimitConfig = Type.Object(
+  { ...RateLimitConfig.properties, ipv6Prefix: Type.Optional(Type.Integer({ minimum: 1, maximum: 128, description: "IPv6 addresses sharing this prefix share one bucket (default 64)" })) },
+  { additionalProperties: false },
+);
+
 export const PlanConfig = Type.Object(
   {
     rateLimit: Type.Optional(RateLimitConfig),
+    /** All the account's keys together (default: the same as rateLimit). */
+    accountRateLimit: Type.Optional(RateLimitConfig),
     maxBodyBytes: Type.Optional(Type.Integer({ minimum: 1 })),
     maxUploadBytes: Type.Optional(Type.Integer({ minimum: 1 })),
     maxOutputTokens: Type.Optional(Type.Integer({ minimum: 1 })),
@@ -176,7 +184,9 @@ export const Config = Type.Object(
         { additionalProperties: false },
       ),
     ),
-    anonymousRateLimit: Type.Optional(RateLimitConfig),
+    anonymousRateLimit: Type.Optional(AnonymousRateLimitConfig),
+    /** Failed admin-token attempts allowed from all addresses together; past it every attempt is 429 until the window ends. */
+    adminTokenFailureLimit: Type.Optional(RateLimitConfig),
     defaultPlan: Type.Optional(Type.String()),
     plans: Type.Optional(Type.Record(Type.String(), PlanConfig)),
     models: Type.Optional(Type.Array(ModelConfig)),

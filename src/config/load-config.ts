@@ -11,6 +11,7 @@ import { defaultCatalog } from "./default-catalog.ts";
 import { parseCidr } from "./cidr.ts";
 import { interpolateEnv } from "./env-interpolation.ts";
 import { applyEnvironment } from "./env-settings.ts";
+import { generateTokenHint, weakTokenReason } from "./token-strength.ts";
 
 export class ConfigError extends Error {
   constructor(message: string) {
@@ -61,6 +62,7 @@ export const defaultCiphers = [
 const builtInDefaultPlan: Plan = {
   name: defaultPlanName,
   rateLimit: { requests: 600, windowMs: 60_000 },
+  accountRateLimit: { requests: 600, windowMs: 60_000 },
   maxBodyBytes: 10 * 1024 * 1024,
   maxUploadBytes: 25 * 1024 * 1024,
   maxOutputTokens: null,
@@ -120,11 +122,11 @@ function engineOptions(model: ModelConfigInput, index: number, file: string, eng
 }
 
 function resolvePlan(name: string, plan: PlanConfig): Plan {
+  const rateLimit = plan.rateLimit ? { requests: plan.rateLimit.requests, windowMs: parseDuration(plan.rateLimit.window) } : builtInDefaultPlan.rateLimit;
   return {
     name,
-    rateLimit: plan.rateLimit
-      ? { requests: plan.rateLimit.requests, windowMs: parseDuration(plan.rateLimit.window) }
-      : builtInDefaultPlan.rateLimit,
+    rateLimit,
+    accountRateLimit: plan.accountRateLimit ? { requests: plan.accountRateLimit.requests, windowMs: parseDuration(plan.accountRateLimit.window) } : rateLimit,
     maxBodyBytes: plan.maxBodyBytes ?? builtInDefaultPlan.maxBodyBytes,
     maxUploadBytes: plan.maxUploadBytes ?? builtInDefaultPlan.maxUploadBytes,
     maxOutputTokens: plan.maxOutputTokens ?? null,
@@ -201,6 +203,11 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
   const defaultPlan = input.defaultPlan ?? defaultPlanName;
   if (!plans.has(defaultPlan)) throw new ConfigError(`${file ?? "config"}: defaultPlan "${defaultPlan}" is not in plans`);
 
+  for (const [setting, token] of [["adminToken", input.adminToken], ["metrics.token", input.metrics?.token]] as const) {
+    const weak = token === undefined ? null : weakTokenReason(token);
+    if (weak) throw new ConfigError(`${file ?? "config"}: ${setting} is too weak: ${weak}; ${generateTokenHint}`);
+  }
+
   if (server.tls && Boolean(server.tls.cert) !== Boolean(server.tls.key)) {
     throw new ConfigError(`${file ?? "config"}: server.tls needs both cert and key (or neither, for the generated pair)`);
   }
@@ -257,8 +264,11 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
     redisOnError: input.redis?.onError ?? "open",
     staleIfErrorMs: parseDuration(input.store?.staleIfError ?? "5m"),
     anonymousRateLimit: input.anonymousRateLimit
-      ? { requests: input.anonymousRateLimit.requests, windowMs: parseDuration(input.anonymousRateLimit.window) }
-      : { requests: 300, windowMs: 60_000 },
+      ? { requests: input.anonymousRateLimit.requests, windowMs: parseDuration(input.anonymousRateLimit.window), ipv6Prefix: input.anonymousRateLimit.ipv6Prefix ?? 64 }
+      : { requests: 300, windowMs: 60_000, ipv6Prefix: 64 },
+    adminTokenFailureLimit: input.adminTokenFailureLimit
+      ? { requests: input.adminTokenFailureLimit.requests, windowMs: parseDuration(input.adminTokenFailureLimit.window) }
+      : { requests: 1000, windowMs: 60_000 },
     defaultPlan,
     plans,
     models: modelConfigs.map((m, index) => resolveModel(m, { configDir, dataDir, serverTimeoutMs: requestTimeoutMs, engines, file: file ?? "config", index })),

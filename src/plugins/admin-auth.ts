@@ -5,6 +5,8 @@ import { bearerToken } from "../http/bearer.ts";
 import "../http/fastify-types.ts";
 import "@fastify/cookie";
 import { consoleCookie, csrfMatches } from "../auth/console-sessions.ts";
+import type { TokenSurface } from "../auth/auth-audit.ts";
+import "./auth.ts";
 
 function digest(text: string): Buffer {
   return createHash("sha256").update(text).digest();
@@ -13,15 +15,15 @@ function digest(text: string): Buffer {
 /**
  * The admin scope's first hook (/admin/v1). The admin token comes from config `adminToken`, sent as
  * `Authorization: Bearer <token>` or `x-admin-token`; it is never an API key, and the /v1 scope never accepts it.
- * With no adminToken configured the admin API is off: every call is 401. A refusal is counted by the per-address
- * anonymous limiter first, so guessing the token is rate limited like guessing keys; every admin answer carries
- * that limiter's headers.
+ * With no adminToken configured the admin API is off: every call is 401. Every token attempt is counted by the
+ * per-address anonymous limiter before the token is compared (checkToken), so guessing the token is rate limited
+ * like guessing keys; every admin answer carries that limiter's headers.
  */
 export async function authenticateAdmin(request: FastifyRequest, reply: FastifyReply): Promise<void> {
   const sessionId = request.cookies?.[consoleCookie];
   const sentToken = request.headers.authorization !== undefined || request.headers["x-admin-token"] !== undefined;
   if (sessionId && !sentToken) return authenticateConsole(request, reply, sessionId);
-  await authenticateToken(request, reply, [request.server.ctx.config.adminToken], "The admin API is disabled: no adminToken is configured.");
+  await authenticateToken(request, reply, [request.server.ctx.config.adminToken], "admin", "The admin API is disabled: no adminToken is configured.");
   request.adminActor = "admin-token";
 }
 
@@ -48,30 +50,39 @@ async function authenticateConsole(request: FastifyRequest, reply: FastifyReply,
 
 /** The console's login: the admin token, checked and rate limited exactly as on the admin API. */
 export function checkAdminToken(request: FastifyRequest, reply: FastifyReply, token: string): Promise<void> {
-  return checkToken(request, reply, token, [request.server.ctx.config.adminToken], "The console is disabled: no adminToken is configured.");
+  return checkToken(request, reply, token, [request.server.ctx.config.adminToken], "console", "The console is disabled: no adminToken is configured.");
 }
 
 /** GET /metrics: the admin token, or the scrapers' own `metrics.token` (which opens nothing else). */
 export function authenticateMetrics(request: FastifyRequest, reply: FastifyReply): Promise<void> {
   const { adminToken, metricsToken } = request.server.ctx.config;
-  return authenticateToken(request, reply, [adminToken, metricsToken], "Metrics are disabled: configure adminToken or metrics.token.");
+  return authenticateToken(request, reply, [adminToken, metricsToken], "metrics", "Metrics are disabled: configure adminToken or metrics.token.");
 }
 
-async function authenticateToken(request: FastifyRequest, reply: FastifyReply, accepted: (string | null)[], disabled: string): Promise<void> {
+async function authenticateToken(request: FastifyRequest, reply: FastifyReply, accepted: (string | null)[], surface: TokenSurface, disabled: string): Promise<void> {
   const alt = request.headers["x-admin-token"];
   const given = bearerToken(request.headers.authorization) ?? (typeof alt === "string" ? alt : null);
-  return checkToken(request, reply, given, accepted, disabled);
+  return checkToken(request, reply, given, accepted, surface, disabled);
 }
 
-async function checkToken(request: FastifyRequest, reply: FastifyReply, given: string | null, accepted: (string | null)[], disabled: string): Promise<void> {
+/**
+ * The attempt is counted (per address, and in the budget of failures from all addresses) before the token is
+ * compared: past either limit the answer is 429 whatever the token, the right one included, until the window ends,
+ * so a guesser learns nothing more. A right token is then not counted after all. A wrong one is audited
+ * (`auth.failed`, at most once per address per minute).
+ */
+async function checkToken(request: FastifyRequest, reply: FastifyReply, given: string | null, accepted: (string | null)[], surface: TokenSurface, disabled: string): Promise<void> {
   const tokens = accepted.filter((t): t is string => t !== null);
-  const refuse = async (message: string): Promise<never> => {
+  if (tokens.length === 0) {
     await request.server.limits.anonymous(request, reply);
-    throw new AppError("invalid_api_key", { message });
-  };
-  if (tokens.length === 0) return refuse(disabled);
+    throw new AppError("invalid_api_key", { message: disabled });
+  }
+  const attempt = await request.server.limits.anonymousAttempt(request, reply, "admin-token");
   // Compare digests so the comparison time says nothing about the token's length or content.
-  if (!given || !tokens.some((t) => timingSafeEqual(digest(given), digest(t)))) return refuse("Invalid token.");
+  if (!given || !tokens.some((t) => timingSafeEqual(digest(given), digest(t)))) {
+    request.server.authAudit.failed(request.clientIp, surface);
+    throw new AppError("invalid_api_key", { message: "Invalid token." });
+  }
   // Accepted calls are not counted, but carry the limiter's headers like every other answer (§8).
-  await request.server.limits.anonymousHeadersOnly(request, reply);
+  await attempt.accepted();
 }

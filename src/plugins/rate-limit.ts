@@ -2,14 +2,18 @@ import fp from "fastify-plugin";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { formatResetDuration } from "../config/duration.ts";
 import { AppError } from "../errors/app-error.ts";
+import { addressBucket } from "./rate-limit/address-bucket.ts";
 import { MemoryStore } from "./rate-limit/memory-store.ts";
 import { RedisStore } from "./rate-limit/redis-store.ts";
 import { ResilientStore } from "./rate-limit/resilient-store.ts";
-import type { RateLimitStore } from "./rate-limit/store.ts";
+import type { BucketHit, HitResult, RateLimitStore } from "./rate-limit/store.ts";
 
 /** §8 request limits, decorated on the app as `limits`; the scopes decide which runs where. */
 export interface Limits {
-  /** The key's plan limit; the /v1 scope runs it after auth and the IP allowlist. */
+  /**
+   * The plan's limits of the request's key: its own bucket and its account's (all the account's keys together),
+   * both counted or neither; the /v1 scope runs it after auth and the IP allowlist.
+   */
   key(request: FastifyRequest, reply: FastifyReply): Promise<void>;
   /** The per-address limiter for requests without a usable key (401, 403 ip_not_allowed, admin auth failures). */
   anonymous(request: FastifyRequest, reply: FastifyReply): Promise<void>;
@@ -20,6 +24,14 @@ export interface Limits {
    * socket): its headers, and whether the address is over its limit.
    */
   anonymousHeaders(address: string): Promise<{ headers: Record<string, string>; allowed: boolean; resetMs: number }>;
+  /**
+   * Counts an attempt to authenticate before the credential is checked: a well-formed key this node has not seen
+   * valid (before its database lookup), or an admin token (before it is compared, and then also against the budget
+   * of failed admin-token attempts from all addresses together). 429 when the address (or that budget) is spent,
+   * whatever the credential. Call `accepted` when the credential was right: the attempt is then not counted after
+   * all (an admin answer's headers show that; a key's request gets the key's headers next).
+   */
+  anonymousAttempt(request: FastifyRequest, reply: FastifyReply, credential: "key" | "admin-token"): Promise<{ accepted: () => Promise<void> }>;
 }
 
 declare module "fastify" {
@@ -28,6 +40,24 @@ declare module "fastify" {
     /** False while the shared limiter (Redis) is unreachable. */
     limiterHealthy: () => boolean;
   }
+}
+
+type Counted = BucketHit & { result: HitResult };
+
+const headersOf = ({ limit, result }: Counted): Record<string, string> => ({
+  "x-ratelimit-limit-requests": String(limit),
+  "x-ratelimit-remaining-requests": String(result.allowed ? Math.max(0, limit - result.count) : 0),
+  "x-ratelimit-reset-requests": formatResetDuration(result.resetMs / 1000),
+});
+
+/**
+ * The bucket a request's rate-limit headers show when several count it (the OpenAI convention): the most
+ * constraining one, that is one that refused it, else the one with the fewest requests left; on a tie, the one
+ * that frees last.
+ */
+function mostConstraining(counted: Counted[]): Counted {
+  const remaining = (c: Counted) => (c.result.allowed ? c.limit - c.result.count : -1);
+  return counted.reduce((a, b) => (remaining(b) < remaining(a) || (remaining(b) === remaining(a) && b.result.resetMs > a.result.resetMs) ? b : a));
 }
 
 /**
@@ -44,39 +74,82 @@ export const rateLimitPlugin = fp(
     }
     app.decorate("limiterHealthy", () => !(store instanceof ResilientStore) || store.healthy);
     app.ctx.onClose(() => store.close());
-    const anonymous = app.ctx.config.anonymousRateLimit;
+    const { anonymousRateLimit: anonymous, adminTokenFailureLimit: adminFailures } = app.ctx.config;
+    const anonymousHit = (address: string): BucketHit => ({ bucket: `a:${addressBucket(address, anonymous.ipv6Prefix)}`, limit: anonymous.requests, windowMs: anonymous.windowMs });
+    // Shared by this deployment's replicas (through Redis), not by other deployments that use the same Redis.
+    const adminFailuresHit: BucketHit = { bucket: `admin-token-failures:${app.ctx.config.deployment}`, limit: adminFailures.requests, windowMs: adminFailures.windowMs };
 
-    async function counted(bucket: string, limit: number, windowMs: number, count = true) {
-      const result = await (count ? store.hit(bucket, limit, windowMs) : store.peek(bucket, limit, windowMs));
-      const headers = {
-        "x-ratelimit-limit-requests": String(limit),
-        "x-ratelimit-remaining-requests": String(result.allowed ? Math.max(0, limit - result.count) : 0),
-        "x-ratelimit-reset-requests": formatResetDuration(result.resetMs / 1000),
-      };
-      return { headers, allowed: result.allowed, resetMs: result.resetMs };
+    async function countAll(hits: BucketHit[]): Promise<Counted[]> {
+      const results = await store.hitAll(hits);
+      return hits.map((hit, i) => ({ ...hit, result: results[i] }));
     }
 
-    async function count(reply: FastifyReply, bucket: string, limit: number, windowMs: number): Promise<void> {
-      const result = await counted(bucket, limit, windowMs);
-      reply.headers(result.headers);
-      if (!result.allowed) {
-        throw new AppError("rate_limit_exceeded", {
-          message: `Rate limit of ${limit} requests per ${formatResetDuration(windowMs / 1000)} exceeded. Retry after the time given in Retry-After.`,
-          retryAfterMs: result.resetMs,
-        });
-      }
+    /** 429 when a bucket refused the request, Retry-After when all of them have room again. */
+    function refuseIfOver(counted: Counted[], describe: (refusing: Counted) => string): void {
+      const refusing = counted.filter((c) => !c.result.allowed);
+      if (refusing.length === 0) return;
+      const last = refusing.reduce((a, b) => (b.result.resetMs > a.result.resetMs ? b : a));
+      throw new AppError("rate_limit_exceeded", { message: `${describe(last)} Retry after the time given in Retry-After.`, retryAfterMs: last.result.resetMs });
     }
+
+    const exceeded = (c: Counted, what = "") => `Rate limit of ${c.limit} requests per ${formatResetDuration(c.windowMs / 1000)}${what} exceeded.`;
+
+    async function count(reply: FastifyReply, hits: BucketHit[], what: (c: Counted) => string = () => ""): Promise<void> {
+      const counted = await countAll(hits);
+      reply.headers(headersOf(mostConstraining(counted)));
+      refuseIfOver(counted, (c) => exceeded(c, what(c)));
+    }
+
+    async function counted(address: string) {
+      const [one] = await countAll([anonymousHit(address)]);
+      return { headers: headersOf(one), allowed: one.result.allowed, resetMs: one.result.resetMs };
+    }
+
+    // Logged once per window in which the budget ran out, not once per refused attempt.
+    let adminBudgetTrippedUntil = 0;
 
     app.decorate("limits", {
-      anonymous: (request, reply) => count(reply, `a:${request.clientIp}`, anonymous.requests, anonymous.windowMs),
-      anonymousHeaders: (address) => counted(`a:${address}`, anonymous.requests, anonymous.windowMs),
+      anonymous: (request, reply) => count(reply, [anonymousHit(request.clientIp)]),
+      anonymousHeaders: (address) => counted(address),
       async anonymousHeadersOnly(request, reply) {
-        reply.headers((await counted(`a:${request.clientIp}`, anonymous.requests, anonymous.windowMs, false)).headers);
+        const hit = anonymousHit(request.clientIp);
+        reply.headers(headersOf({ ...hit, result: await store.peek(hit.bucket, hit.limit, hit.windowMs) }));
       },
       async key(request, reply) {
         const auth = request.auth;
         if (!auth) return;
-        await count(reply, `k:${auth.keyId}`, auth.plan.rateLimit.requests, auth.plan.rateLimit.windowMs);
+        const { rateLimit, accountRateLimit } = auth.plan;
+        const account = `acct:${auth.accountId}`;
+        await count(
+          reply,
+          [
+            { bucket: `k:${auth.keyId}`, limit: rateLimit.requests, windowMs: rateLimit.windowMs },
+            { bucket: account, limit: accountRateLimit.requests, windowMs: accountRateLimit.windowMs },
+          ],
+          (c) => (c.bucket === account ? " for this account" : " for this key"),
+        );
+      },
+      async anonymousAttempt(request, reply, credential) {
+        const address = anonymousHit(request.clientIp);
+        const hits = credential === "admin-token" ? [address, adminFailuresHit] : [address];
+        const counted = await countAll(hits);
+        const [byAddress, budget] = counted;
+        reply.headers(headersOf(byAddress));
+        if (budget && !budget.result.allowed && Date.now() >= adminBudgetTrippedUntil) {
+          adminBudgetTrippedUntil = Date.now() + budget.result.resetMs;
+          request.log.warn(
+            { limit: adminFailures.requests, windowMs: adminFailures.windowMs, retryAfterMs: budget.result.resetMs },
+            "the budget of failed admin-token attempts (all addresses) is spent: every admin-token attempt is refused until the window ends",
+          );
+        }
+        refuseIfOver(counted, (c) => (c === budget ? "Too many failed admin-token attempts from all addresses." : exceeded(c)));
+        return {
+          async accepted() {
+            await Promise.all(hits.map((h) => store.release(h.bucket, h.windowMs)));
+            // A key's own limiter sets the headers next; an admin answer shows the address's window as it now is.
+            if (credential === "admin-token") reply.headers(headersOf({ ...address, result: await store.peek(address.bucket, address.limit, address.windowMs) }));
+          },
+        };
       },
     } satisfies Limits);
   },

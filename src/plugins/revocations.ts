@@ -29,8 +29,20 @@ export const revocationsPlugin = fp(
     app.decorate("revocations", bus);
 
     const { store } = opts;
-    // A failure (Redis or the database still away) is retried on the next tick.
-    const apply = () => writePendingRevocations(store, bus, app.log).catch(() => {});
+    const apply = async () => {
+      let pending: Map<string, string>;
+      try {
+        pending = await bus.pending();
+      } catch {
+        return;
+      }
+      // In effect here before (and whether or not) this replica is the one that writes it: a replica that missed
+      // the published message, or started after it, refuses the key within applyEveryMs all the same.
+      for (const keyId of pending.keys()) app.apiKeys.forget(keyId);
+      // A failure (Redis or the database still away) is retried on the next tick.
+      await writePendingRevocations(store, bus, app.log).catch(() => {});
+    };
+    await apply();
     const timer = setInterval(() => void apply(), applyEveryMs);
     timer.unref();
     app.ctx.onClose(async () => {

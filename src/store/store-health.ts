@@ -3,7 +3,21 @@ import type { FastifyBaseLogger } from "fastify";
 
 /** Errors that mean the database cannot be reached (as opposed to a query it refused). */
 const unreachableCodes = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "EPIPE", "57P01", "57P03", "08000", "08001", "08003", "08006"]);
-const unreachableMessages = /Connection terminated|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Connection is closed/i;
+const unreachableMessages = /Connection terminated|Query read timeout|Client has encountered a connection error|Connection is closed/i;
+/**
+ * pg-pool's answer when every connection is in use and none freed up within connectionTimeoutMillis. (A connection
+ * that cannot be opened fails otherwise: refused, or "Connection terminated due to connection timeout".)
+ */
+const poolBusyMessage = /^timeout exceeded when trying to connect$/;
+
+/**
+ * The pool had no free connection in time: the database answers, this node is just asking too much of it. Not an
+ * outage: it neither opens the circuit nor lets keys be served from what was last seen.
+ */
+export function isStoreBusy(err: unknown): boolean {
+  const message = (err as { message?: unknown } | null)?.message;
+  return typeof message === "string" && poolBusyMessage.test(message);
+}
 
 export function isStoreUnreachable(err: unknown): boolean {
   if (err instanceof BrokenCircuitError) return true;

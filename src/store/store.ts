@@ -67,7 +67,7 @@ export function connectDatabase(config: AppConfig, url: string | null, log: Fast
     // A client losing its connection must not crash the process: an idle one is reported by the pool; one in use
     // emits "error" on itself (with no listener once checked out) besides failing its query, which reports it.
     pool.on("error", (err) => log.warn({ err }, "postgres pool client error"));
-    pool.on("connect", (client) => client.on("error", () => {}));
+    pool.on("connect", (client) => client.on("error", (err) => log.debug({ err }, "postgres connection lost")));
     log.debug({ database: describeUrl(url) }, "store: postgres");
     return { db: new Kysely<Database>({ dialect: new PostgresDialect({ pool }) }), dialect: "postgres" };
   }

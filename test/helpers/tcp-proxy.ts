@@ -12,13 +12,15 @@ export class TcpProxy {
   private constructor(
     private readonly server: net.Server,
     readonly port: number,
+    private readonly onClientData: ((chunk: Buffer, connection: object) => void) | null,
   ) {}
 
-  static async start(targetHost: string, targetPort: number): Promise<TcpProxy> {
+  /** `onClientData` sees every byte the clients send to the service (per connection, in order). */
+  static async start(targetHost: string, targetPort: number, options: { onClientData?: (chunk: Buffer, connection: object) => void } = {}): Promise<TcpProxy> {
     let proxy!: TcpProxy;
     const server = net.createServer((client) => proxy.accept(client, targetHost, targetPort));
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    proxy = new TcpProxy(server, (server.address() as net.AddressInfo).port);
+    proxy = new TcpProxy(server, (server.address() as net.AddressInfo).port, options.onClientData ?? null);
     return proxy;
   }
 
@@ -35,6 +37,10 @@ export class TcpProxy {
     upstream.on("error", () => client.destroy());
     client.on("close", () => upstream.destroy());
     upstream.on("close", () => client.destroy());
+    if (this.onClientData) {
+      const tap = this.onClientData;
+      client.on("data", (chunk: Buffer) => tap(chunk, client));
+    }
     client.pipe(upstream);
     upstream.pipe(client);
   }

@@ -1,7 +1,7 @@
 import { Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
 import { errorResponses } from "../../errors/error.schema.ts";
-import { isStoreUnreachable } from "../../store/store-health.ts";
+import { isStoreBusy, isStoreUnreachable } from "../../store/store-health.ts";
 import { AppError } from "../../errors/app-error.ts";
 import {
   LifecycleError,
@@ -46,6 +46,7 @@ function auditOf(request: FastifyRequest): AuditContext {
 
 function toAppError(err: unknown): unknown {
   if (isStoreUnreachable(err)) return new AppError("overloaded", { message: "The database is unreachable; retry shortly.", retryAfterMs: 2000 });
+  if (isStoreBusy(err)) return new AppError("overloaded", { message: "The database is busy; retry shortly.", retryAfterMs: 1000 });
   if (!(err instanceof LifecycleError)) return err;
   if (err.code === "not_found") return new AppError("model_not_found", { param: err.param, message: err.message });
   return new AppError("invalid_parameter", { param: err.param, message: err.message });
@@ -68,6 +69,8 @@ const tags = ["admin"];
  */
 export default async function adminRoutes(app: FastifyInstance): Promise<void> {
   const store = () => app.keyStore;
+  // The unknown-key cache can only hold values sent before their key existed; cleared anyway, so a new key never waits.
+  const keyCreated = () => app.apiKeys.keyCreated();
 
   app.post<{ Body: CreateAccountBody }>(
     "/accounts",
@@ -96,7 +99,11 @@ export default async function adminRoutes(app: FastifyInstance): Promise<void> {
   app.post<{ Body: CreateKeyBody }>(
     "/keys",
     { schema: { operationId: "createKey", tags, headers: OnBehalfOfHeaders, body: CreateKeyBody, response: { 201: Type.Ref(CreatedKeySchema), ...adminErrors } } },
-    async (request, reply) => reply.code(201).send(await run(() => createKey(store(), request.body, auditOf(request)))),
+    async (request, reply) => {
+      const created = await run(() => createKey(store(), request.body, auditOf(request)));
+      keyCreated();
+      return reply.code(201).send(created);
+    },
   );
 
   app.get<{ Querystring: AccountQuery }>(
@@ -108,7 +115,11 @@ export default async function adminRoutes(app: FastifyInstance): Promise<void> {
   app.post<{ Params: KeyParams }>(
     "/keys/:id/rotate",
     { schema: { operationId: "rotateKey", tags, headers: OnBehalfOfHeaders, params: KeyParams, response: { 201: Type.Ref(CreatedKeySchema), ...adminErrors } } },
-    async (request, reply) => reply.code(201).send(await run(() => rotateKey(store(), request.params.id, auditOf(request)))),
+    async (request, reply) => {
+      const created = await run(() => rotateKey(store(), request.params.id, auditOf(request)));
+      keyCreated();
+      return reply.code(201).send(created);
+    },
   );
 
   app.post<{ Params: KeyParams }>(
@@ -117,6 +128,8 @@ export default async function adminRoutes(app: FastifyInstance): Promise<void> {
     // 202 while the database is unreachable: in effect on every replica at once, written when it returns.
     async (request, reply) => {
       const revoked = await run(() => revokeKey(store(), request.params.id, auditOf(request), app.revocations));
+      // In effect on this node at once, with or without Redis (which tells the other replicas).
+      app.apiKeys.forget(revoked.id);
       return reply.code(revoked.pending ? 202 : 200).send(revoked);
     },
   );

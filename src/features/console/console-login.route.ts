@@ -30,6 +30,7 @@ export default async function consoleLoginRoutes(app: FastifyInstance): Promise<
     { schema: { operationId: "consoleLogin", tags, summary: "Log in with the admin token: sets the console cookie", body: LoginBody, response: { 200: SessionAnswer, ...errorResponses(400, 401, 413, 429) } } },
     async (request, reply) => {
       await checkAdminToken(request, reply, request.body.token);
+      await app.authAudit.login(request.clientIp);
       // A login from a browser that still holds one replaces it, so no orphaned login outlives its tab.
       const previous = request.cookies[consoleCookie];
       if (previous) app.consoleSessions.delete(previous);

@@ -1,18 +1,33 @@
-import type { HitResult, RateLimitStore } from "./store.ts";
+import type { BucketHit, HitResult, RateLimitStore } from "./store.ts";
 
 interface Window {
   count: number;
   resetAt: number;
 }
 
+/**
+ * Buckets held at most, least recently used dropped first: an attacker rotating addresses cannot grow the map
+ * without bound. Dropping a bucket forgets its count, so the cap is far above what one node serves in a window.
+ */
+export const defaultMaxBuckets = 100_000;
+
 /** One process's limiter: exact for a single server; use Redis when several replicas share keys. */
 export class MemoryStore implements RateLimitStore {
+  /** In least-recently-used order (a Map iterates in insertion order; a used bucket is moved to the end). */
   private readonly windows = new Map<string, Window>();
   private readonly sweeper: NodeJS.Timeout;
 
-  constructor(private readonly now: () => number = Date.now) {
+  constructor(
+    private readonly now: () => number = Date.now,
+    private readonly maxBuckets = defaultMaxBuckets,
+  ) {
     this.sweeper = setInterval(() => this.sweep(), 30_000);
     this.sweeper.unref();
+  }
+
+  /** Buckets held now (tests, and the cap's proof). */
+  get size(): number {
+    return this.windows.size;
   }
 
   async hit(bucket: string, limit: number, windowMs: number): Promise<HitResult> {
@@ -20,15 +35,31 @@ export class MemoryStore implements RateLimitStore {
   }
 
   hitSync(bucket: string, limit: number, windowMs: number): HitResult {
+    return this.hitAllSync([{ bucket, limit, windowMs }])[0];
+  }
+
+  async hitAll(hits: BucketHit[]): Promise<HitResult[]> {
+    return this.hitAllSync(hits);
+  }
+
+  hitAllSync(hits: BucketHit[]): HitResult[] {
     const now = this.now();
-    let w = this.windows.get(bucket);
-    if (!w || w.resetAt <= now) {
-      w = { count: 0, resetAt: now + windowMs };
-      this.windows.set(bucket, w);
-    }
-    if (w.count >= limit) return { count: w.count, resetMs: w.resetAt - now, allowed: false };
-    w.count += 1;
-    return { count: w.count, resetMs: w.resetAt - now, allowed: true };
+    const windows = hits.map((h) => this.current(h.bucket, h.windowMs, now));
+    const allowed = hits.every((h, i) => windows[i].count < h.limit);
+    return hits.map((h, i) => {
+      const w = windows[i];
+      if (allowed) w.count += 1;
+      return { count: w.count, resetMs: w.resetAt - now, allowed: allowed || w.count < h.limit };
+    });
+  }
+
+  async release(bucket: string, _windowMs?: number): Promise<void> {
+    this.releaseSync(bucket);
+  }
+
+  releaseSync(bucket: string): void {
+    const w = this.windows.get(bucket);
+    if (w && w.resetAt > this.now() && w.count > 0) w.count -= 1;
   }
 
   async peek(bucket: string, limit: number, windowMs: number): Promise<HitResult> {
@@ -36,6 +67,19 @@ export class MemoryStore implements RateLimitStore {
     const w = this.windows.get(bucket);
     if (!w || w.resetAt <= now) return { count: 0, resetMs: windowMs, allowed: true };
     return { count: w.count, resetMs: w.resetAt - now, allowed: w.count < limit };
+  }
+
+  /** The bucket's open window (a new one when it has none or it ended), marked as the most recently used. */
+  private current(bucket: string, windowMs: number, now: number): Window {
+    let w = this.windows.get(bucket);
+    this.windows.delete(bucket);
+    if (!w || w.resetAt <= now) {
+      w = { count: 0, resetAt: now + windowMs };
+      // Full: the least recently used bucket goes.
+      if (this.windows.size >= this.maxBuckets) this.windows.delete(this.windows.keys().next().value!);
+    }
+    this.windows.set(bucket, w);
+    return w;
   }
 
   private sweep(): void {

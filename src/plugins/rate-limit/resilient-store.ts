@@ -2,7 +2,7 @@ import { circuitBreaker, CircuitState, ConsecutiveBreaker, handleAll, type Circu
 import type { FastifyBaseLogger } from "fastify";
 import { AppError } from "../../errors/app-error.ts";
 import { MemoryStore } from "./memory-store.ts";
-import type { HitResult, RateLimitStore } from "./store.ts";
+import type { BucketHit, HitResult, RateLimitStore } from "./store.ts";
 
 /** While the circuit is open, Redis is probed this often. */
 const probeEveryMs = 100;
@@ -50,6 +50,16 @@ export class ResilientStore implements RateLimitStore {
     return this.guarded(() => this.shared.hit(bucket, limit, windowMs), () => this.fallback.hitSync(bucket, limit, windowMs));
   }
 
+  hitAll(hits: BucketHit[]): Promise<HitResult[]> {
+    return this.guarded(() => this.shared.hitAll(hits), () => this.fallback.hitAllSync(hits));
+  }
+
+  /** Best effort: a refund Redis cannot take now is not worth failing the request for. */
+  async release(bucket: string, windowMs: number): Promise<void> {
+    if (this.breaker.state !== CircuitState.Closed) return this.fallback.releaseSync(bucket);
+    await this.breaker.execute(() => this.shared.release(bucket, windowMs)).catch(() => {});
+  }
+
   peek(bucket: string, limit: number, windowMs: number): Promise<HitResult> {
     return this.guarded(() => this.shared.peek(bucket, limit, windowMs), () => this.fallback.peek(bucket, limit, windowMs));
   }
@@ -59,7 +69,7 @@ export class ResilientStore implements RateLimitStore {
     this.breaker.onFailure(() => listener());
   }
 
-  private async guarded(shared: () => Promise<HitResult>, local: () => HitResult | Promise<HitResult>): Promise<HitResult> {
+  private async guarded<T>(shared: () => Promise<T>, local: () => T | Promise<T>): Promise<T> {
     try {
       if (this.breaker.state !== CircuitState.Closed) throw new Error("the circuit is open");
       return await this.breaker.execute(shared);
