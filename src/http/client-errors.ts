@@ -75,6 +75,23 @@ export async function frameworkErrorHandler(err: Error & { code?: string }, requ
   return sendClosing(reply, error);
 }
 
+/**
+ * An HTTP/1.1 request without Host (RFC 9112 §3.2 requires one): Node's own refusal (`requireHostHeader`) would be a
+ * bare 400 with no envelope and no request id, so the server turns it off and this onRequest hook answers instead.
+ */
+export async function refuseMissingHost(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
+  if (request.headers.host !== undefined || request.raw.httpVersion !== "1.1") return undefined;
+  const error = new AppError("invalid_parameter", { message: "The request has no Host header; HTTP/1.1 requires one." });
+  try {
+    await request.server.limits.anonymous(request, reply);
+  } catch (limited) {
+    sendClosing(reply, limited as AppError);
+    return reply;
+  }
+  sendClosing(reply, error);
+  return reply;
+}
+
 function sendClosing(reply: FastifyReply, error: AppError): void {
   reply.code(error.status).headers({ ...securityHeaders, ...error.headers, connection: "close", "x-request-id": reply.request.id });
   if (error.retryAfterMs !== undefined) reply.headers(retryHeaders(error.retryAfterMs));
