@@ -72,6 +72,8 @@ export interface AppConfig {
   deployment: string;
   dataDir: string;
   logLevel: string;
+  /** How `serve` writes its log; null: pretty on a terminal, JSON otherwise. */
+  logFormat: "json" | "pretty" | null;
   adminToken: string | null;
   /** GET /metrics: the scrapers' token (besides the admin token), and whether token counters carry the account. */
   metricsToken: string | null;

@@ -125,6 +125,8 @@ export const Config = Type.Object(
     deployment: Type.Optional(Type.String({ minLength: 1 })),
     dataDir: Type.Optional(Type.String()),
     logLevel: Type.Optional(Type.Union(["fatal", "error", "warn", "info", "debug", "trace", "silent"].map((l) => Type.Literal(l)))),
+    /** `pretty` (readable lines) or `json`; unset: pretty when stderr is a terminal, else JSON. */
+    logFormat: Type.Optional(Type.Union([Type.Literal("json"), Type.Literal("pretty")])),
     /** Token for /admin/v1; never accepted on /v1. Admin API is off when unset. */
     adminToken: Type.Optional(Type.String({ minLength: 16 })),
     metrics: Type.Optional(

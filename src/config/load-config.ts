@@ -238,6 +238,7 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
     deployment: input.deployment ?? "shared",
     dataDir,
     logLevel: input.logLevel ?? "info",
+    logFormat: input.logFormat ?? null,
     adminToken: input.adminToken ?? null,
     metricsToken: input.metrics?.token ?? null,
     metricsPerAccount: input.metrics?.perAccount ?? false,
