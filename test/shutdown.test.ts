@@ -128,7 +128,7 @@ test("issue 29.9 SIGTERM ends the process within shutdownTimeout + 5 s while std
     child.kill("SIGTERM");
     const took = await goneWithin(child.pid!, 6000);
     assert.notEqual(took, null, "the server was still running 6 s after SIGTERM");
-    await exited;
+    assert.equal(await exited, 0, `a clean exit, after ${took} ms, not the deadline's`);
   } finally {
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
     closeSync(readEnd);
