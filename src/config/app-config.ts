@@ -24,6 +24,8 @@ export interface InputLimits {
   maxRerankChars: number;
   /** Inputs in one embeddings request. */
   maxEmbeddingInputs: number;
+  /** Seconds of one uploaded recording; uploads decode to at most this many seconds of 48 kHz stereo samples. */
+  maxAudioSeconds: number;
 }
 
 /** A catalog entry with every default filled in and its source resolved. */

@@ -82,6 +82,8 @@ export const modelBaseProperties = {
         maxRerankDocuments: Type.Optional(Type.Integer({ minimum: 1 })),
         maxRerankChars: Type.Optional(Type.Integer({ minimum: 1 })),
         maxEmbeddingInputs: Type.Optional(Type.Integer({ minimum: 1 })),
+        /** Longest recording a transcription model takes; it also sets the decoded-samples budget (decode.ts). */
+        maxAudioSeconds: Type.Optional(Type.Integer({ minimum: 1 })),
       },
       { additionalProperties: false },
     ),
