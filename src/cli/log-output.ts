@@ -54,8 +54,13 @@ export class LogOutput {
     if (this.mode === "off") return;
     const text = this.format(line);
     if (text === null) return;
-    if (this.mode === "buffered") this.boom.write(text);
-    else this.writeDirect(text);
+    if (this.mode === "direct") return this.writeDirect(text);
+    try {
+      this.boom.write(text);
+    } catch {
+      // Closed by finish() a moment ago.
+      this.writeDirect(text);
+    }
   }
 
   /**
@@ -65,12 +70,16 @@ export class LogOutput {
   async finish(ms: number): Promise<void> {
     if (this.mode !== "buffered") return;
     clearInterval(this.timer);
+    // end(), not flush(): a flush that meets a write in flight calls back once that write is done, with what is
+    // under minLength still buffered; end() writes everything (it leaves stderr open).
     await new Promise<void>((resolve) => {
       const deadline = setTimeout(resolve, ms);
-      this.boom.flush(() => {
+      this.boom.once("close", () => {
         clearTimeout(deadline);
+        if (this.mode === "buffered") this.mode = "direct";
         resolve();
       });
+      this.boom.end();
     });
     this.givingUp = true;
     if (this.mode === "buffered") this.mode = "direct";

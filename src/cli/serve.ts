@@ -118,10 +118,8 @@ export const serveCommand: Command = {
     for (const line of describeModels(config, stats)) log(line);
     const url = `https://${urlHost(config.server.host)}:${port}`;
     logStartup(server, url, stats, config, hints.length === 0);
-    if (cli.json) cli.out(JSON.stringify({ listening: url, cert: tls.certPath, fingerprint: tls.fingerprint, models: stats }));
-    else cli.out(`listening ${url}`);
-
-    await new Promise<void>((resolve) => {
+    // The signal handlers are in place before `listening` is printed: whoever waits for that line may stop us at once.
+    const stopped = new Promise<void>((resolve) => {
       let stopping = false;
       const exitNow = (why: string) => {
         output.abandon(`modelgate: ${why}; exiting\n`);
@@ -151,6 +149,9 @@ export const serveCommand: Command = {
         }
       });
     });
+    if (cli.json) cli.out(JSON.stringify({ listening: url, cert: tls.certPath, fingerprint: tls.fingerprint, models: stats }));
+    else cli.out(`listening ${url}`);
+    await stopped;
     await output.finish(logDrainMs);
     return { json: { stopped: true }, text: "" };
   },
