@@ -1,6 +1,6 @@
 import { writeSync } from "node:fs";
 import sonicBoom from "sonic-boom";
-import { prettyFormatter } from "./pretty-log.ts";
+import { prettyFormatter, type LastRecord } from "./pretty-log.ts";
 
 export type LogFormat = "json" | "pretty";
 
@@ -27,13 +27,22 @@ const maxBufferedBytes = 16 * 1024 * 1024;
  * exit-time `flushSync` retries a write that fails with EPIPE or EAGAIN forever (issue 29.9, a futex wait), so the
  * destination is a SonicBoom of our own, not `pino.destination`, which registers that flush.
  */
-export class LogOutput {
+/** Asks pino to set the last* fields before each write (its destination metadata interface). */
+const wantsMetadata: unique symbol = Symbol.for("pino.metadata") as never;
+
+export class LogOutput implements LastRecord {
+  /** Pretty lines are made from what pino was given rather than parsed back from JSON. */
+  readonly [wantsMetadata]: boolean;
+  lastLevel?: number;
+  lastMsg?: string;
+  lastObj?: Record<string, unknown>;
+  lastTime?: string;
   private readonly boom: InstanceType<typeof SonicBoom>;
   private readonly timer: NodeJS.Timeout;
   /** buffered: through SonicBoom; direct: one write attempt per line, after `finish`; off: dropped. */
   private mode: "buffered" | "direct" | "off" = "buffered";
   private givingUp = false;
-  private readonly format: (line: string) => string | null;
+  private readonly format: (line: string, last?: LastRecord) => string | null;
   private readonly fd: number;
 
   constructor(
@@ -42,6 +51,7 @@ export class LogOutput {
   ) {
     const fd = (this.fd = options.fd ?? 2);
     this.format = logFormat === "pretty" ? prettyFormatter({ colors: options.colors ?? false }) : (line) => line;
+    this[wantsMetadata] = logFormat === "pretty";
     this.boom = new SonicBoom({ fd, sync: false, minLength: 4096, maxLength: maxBufferedBytes, retryEAGAIN: () => !this.givingUp });
     // EPIPE (the reader has gone), or EAGAIN once given up: nothing more can be written.
     this.boom.on("error", () => (this.mode = "off"));
@@ -52,7 +62,7 @@ export class LogOutput {
   /** pino's destination interface: one serialized record, newline included. */
   write(line: string): void {
     if (this.mode === "off") return;
-    const text = this.format(line);
+    const text = this.format(line, this);
     if (text === null) return;
     if (this.mode === "direct") return this.writeDirect(text);
     try {
