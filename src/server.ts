@@ -12,7 +12,7 @@ import { requestIdFor, requestIdPlugin } from "./plugins/request-id.ts";
 import { proxyPlugin } from "./plugins/proxy.ts";
 import { errorHandlerPlugin } from "./plugins/error-handler.ts";
 import { requestBodyGuardPlugin } from "./plugins/request-body-guard.ts";
-import { clientErrorHandler, frameworkErrorHandler, refuseMissingHost } from "./http/client-errors.ts";
+import { clientErrorHandler, expectationFailed, frameworkErrorHandler, refuseMissingHost } from "./http/client-errors.ts";
 import { authPlugin } from "./plugins/auth.ts";
 import { revocationsPlugin } from "./plugins/revocations.ts";
 import { rateLimitPlugin } from "./plugins/rate-limit.ts";
@@ -128,6 +128,7 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   await app.register(requestBodyGuardPlugin);
   await app.register(rateLimitPlugin, { redisUrl: config.redisUrl, onError: config.redisOnError, onStoreError: () => metrics.storeErrors.inc({ store: "redis" }) });
   app.addHook("onRequest", refuseMissingHost);
+  app.server.on("checkExpectation", expectationFailed(app));
   await app.register(authPlugin, { store });
   await app.register(revocationsPlugin, { redisUrl: config.redisUrl, store });
   await registerOpenApi(app);

@@ -143,6 +143,7 @@ const parserCases: [string, string | Buffer, number, string][] = [
   ["a bad chunk size", head("POST /v1/embeddings HTTP/1.1", { host: "localhost", "transfer-encoding": "chunked", "content-type": "application/json" }) + "zz\r\nabc\r\n0\r\n\r\n", 400, "invalid_parameter"],
   ["an unknown method", head("BREW /v1/models HTTP/1.1", { host: "localhost" }), 400, "invalid_parameter"],
   ["an HTTP/1.1 request without Host (issue 29.10)", "GET /v1/models HTTP/1.1\r\n\r\n", 400, "invalid_parameter"],
+  ["an Expect other than 100-continue (issue 29.10)", head("GET /v1/models HTTP/1.1", { host: "localhost", expect: "the-moon" }), 417, "invalid_parameter"],
 ];
 
 for (const [name, bytes, status, code] of parserCases) {
