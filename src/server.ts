@@ -12,7 +12,7 @@ import { requestIdFor, requestIdPlugin } from "./plugins/request-id.ts";
 import { proxyPlugin } from "./plugins/proxy.ts";
 import { errorHandlerPlugin } from "./plugins/error-handler.ts";
 import { requestBodyGuardPlugin } from "./plugins/request-body-guard.ts";
-import { clientErrorHandler, frameworkErrorHandler } from "./http/client-errors.ts";
+import { clientErrorHandler, expectationFailed, frameworkErrorHandler, refuseMissingHost } from "./http/client-errors.ts";
 import { authPlugin } from "./plugins/auth.ts";
 import { revocationsPlugin } from "./plugins/revocations.ts";
 import { rateLimitPlugin } from "./plugins/rate-limit.ts";
@@ -72,6 +72,8 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
       // Node checks its header and request timeouts this often (its default, 30 s, would let a slow client hold a
       // connection well past headerTimeout).
       connectionsCheckingInterval: Math.min(1000, headerTimeoutMs),
+      // A missing Host is refused in the §7 envelope (http/client-errors.ts), not by Node's bare 400.
+      requireHostHeader: false,
     },
     // A backstop only: the body timeout (plugins/body-limit.ts) answers a slow body with a 408 first.
     requestTimeout: headerTimeoutMs + bodyTimeoutMs + 5000,
@@ -125,6 +127,8 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   await app.register(errorHandlerPlugin);
   await app.register(requestBodyGuardPlugin);
   await app.register(rateLimitPlugin, { redisUrl: config.redisUrl, onError: config.redisOnError, onStoreError: () => metrics.storeErrors.inc({ store: "redis" }) });
+  app.addHook("onRequest", refuseMissingHost);
+  app.server.on("checkExpectation", expectationFailed(app));
   await app.register(authPlugin, { store });
   await app.register(revocationsPlugin, { redisUrl: config.redisUrl, store });
   await registerOpenApi(app);

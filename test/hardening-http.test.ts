@@ -142,6 +142,8 @@ const parserCases: [string, string | Buffer, number, string][] = [
   ["a NUL in a header", Buffer.from("GET /v1/models HTTP/1.1\r\nhost: localhost\r\nx-bad: a\u0000b\r\n\r\n", "latin1"), 400, "invalid_parameter"],
   ["a bad chunk size", head("POST /v1/embeddings HTTP/1.1", { host: "localhost", "transfer-encoding": "chunked", "content-type": "application/json" }) + "zz\r\nabc\r\n0\r\n\r\n", 400, "invalid_parameter"],
   ["an unknown method", head("BREW /v1/models HTTP/1.1", { host: "localhost" }), 400, "invalid_parameter"],
+  ["an HTTP/1.1 request without Host (issue 29.10)", "GET /v1/models HTTP/1.1\r\n\r\n", 400, "invalid_parameter"],
+  ["an Expect other than 100-continue (issue 29.10)", head("GET /v1/models HTTP/1.1", { host: "localhost", expect: "the-moon" }), 417, "invalid_parameter"],
 ];
 
 for (const [name, bytes, status, code] of parserCases) {
@@ -158,6 +160,47 @@ for (const [name, bytes, status, code] of parserCases) {
     }
   });
 }
+
+test("issue 29.10 Expect: 100-continue over the plan's limit gets the 413 without a 100 Continue, and the connection closes at once", async () => {
+  const conn = await connect();
+  try {
+    const size = 11 * 1024 * 1024;
+    await conn.write(head("POST /v1/chat/completions HTTP/1.1", { ...auth(), "content-type": "application/json", "content-length": size, expect: "100-continue" }));
+    const res = await conn.read(5000);
+    assertEnvelope(res, 413, "request_too_large");
+    assert.equal(res.headers.connection, "close", "the server does not wait for a body it told the client not to send");
+    assert.ok(await conn.closedWithin(2000), "closed after the answer, not left waiting for the body");
+  } finally {
+    conn.end();
+  }
+});
+
+test("issue 29.10 Expect: 100-continue without a key gets the 401 without a 100 Continue; within the limit it gets 100 Continue, then the answer", async () => {
+  const refused = await connect();
+  try {
+    await refused.write(head("POST /v1/embeddings HTTP/1.1", { host: "localhost", "content-type": "application/json", "content-length": 1000, expect: "100-continue" }));
+    const res = await refused.read(5000);
+    assert.equal(res.status, 401, res.body);
+    assert.equal(res.headers.connection, "close");
+    assert.ok(await refused.closedWithin(2000));
+  } finally {
+    refused.end();
+  }
+  const conn = await connect();
+  try {
+    const body = JSON.stringify({ model: "stories", input: "hello" });
+    await conn.write(head("POST /v1/embeddings HTTP/1.1", { ...auth(), "content-type": "application/json", "content-length": Buffer.byteLength(body), expect: "100-continue" }));
+    const interim = await conn.read(5000);
+    assert.equal(interim.status, 100, "100 Continue once the request is accepted");
+    await conn.write(body);
+    const res = await conn.read(10_000);
+    assert.equal(res.status, 200, res.body);
+    await conn.write(head("GET /v1/models HTTP/1.1", auth()));
+    assert.equal((await conn.read(5000)).status, 200, "the connection stays usable");
+  } finally {
+    conn.end();
+  }
+});
 
 test("issue 15.8 headers that never finish (slowloris) get 408 naming the headers, then the connection closes", async () => {
   const conn = await connect();

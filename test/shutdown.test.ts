@@ -1,9 +1,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { execFile, spawn } from "node:child_process";
+import { closeSync, constants, openSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { promisify } from "node:util";
+import YAML from "yaml";
 import { testConfig } from "./helpers/config.ts";
-import { modelsDir, requester, spawnServer, tempDir, trustingFetch } from "./helpers/server.ts";
+import { cliPath, modelsDir, requester, spawnServer, tempDir, trustingFetch } from "./helpers/server.ts";
 import { createKey } from "./helpers/keys.ts";
 import { sseFrames } from "./helpers/sse.ts";
 import { until } from "./helpers/wait-for.ts";
@@ -42,4 +45,101 @@ test("issue 3.12 SIGTERM stops accepting, drains an in-flight stream to [DONE], 
   for await (const frame of frames) last = frame;
   assert.equal(last, "[DONE]", "the stream in flight finished normally");
   assert.equal(await exited, 0);
+});
+
+/** Polls until the process `pid` is gone; resolves with how long that took, or null after `ms`. */
+async function goneWithin(pid: number, ms: number): Promise<number | null> {
+  const started = Date.now();
+  while (Date.now() - started < ms) {
+    try {
+      process.kill(pid, 0);
+    } catch {
+      return Date.now() - started;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return null;
+}
+
+/** A server with nothing to load, so it starts and stops fast; shutdownTimeout 1 s. */
+function quickServerConfig(dir: string): string {
+  const file = path.join(dir, "quick.yaml");
+  writeFileSync(file, YAML.stringify({ dataDir: path.join(dir, "data"), server: { shutdownTimeout: "1s" }, models: [] }));
+  return file;
+}
+
+// The repro of issue 29.9: a parent that starts `serve` detached with stdout and stderr piped, waits for
+// "listening", sends SIGTERM to its process group and exits at once, so the log's reader is gone mid-shutdown.
+const detachedParent = `
+import { spawn } from "node:child_process";
+const [cli, config] = process.argv.slice(2);
+const child = spawn(process.execPath, [cli, "serve", "--config", config, "--port", "0"], { detached: true, stdio: ["ignore", "pipe", "pipe"] });
+let out = "";
+child.stderr.resume();
+child.stdout.on("data", (d) => {
+  out += d;
+  if (!/listening/.test(out)) return;
+  process.kill(-child.pid, "SIGTERM");
+  process.stdout.write(String(child.pid), () => process.exit(0));
+});
+`;
+
+test("issue 29.9 SIGTERM ends the process within shutdownTimeout + 5 s when the log's reader has gone (detached, piped, parent exits at once; 3 of 3)", async () => {
+  const dir = tempDir();
+  const config = quickServerConfig(dir);
+  const parent = path.join(dir, "parent.mjs");
+  writeFileSync(parent, detachedParent);
+  for (let i = 0; i < 3; i++) {
+    const { stdout } = await promisify(execFile)(process.execPath, [parent, cliPath, config]);
+    const pid = Number(stdout);
+    assert.ok(pid > 0, `the parent reported the server's pid: ${stdout}`);
+    const took = await goneWithin(pid, 6000);
+    if (took === null) process.kill(pid, "SIGKILL");
+    assert.notEqual(took, null, `run ${i + 1}: the server was still running 6 s after SIGTERM`);
+  }
+});
+
+test("issue 29.9 SIGTERM ends the process within shutdownTimeout + 5 s while stderr is a full pipe nobody reads", async () => {
+  const dir = tempDir();
+  const config = quickServerConfig(dir);
+  // A FIFO whose read end this test holds open and never reads: the server's log writes fill it, then get EAGAIN.
+  const fifo = path.join(dir, "stderr.fifo");
+  await promisify(execFile)("mkfifo", [fifo]);
+  const readEnd = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+  const writeEnd = openSync(fifo, constants.O_WRONLY);
+  const child = spawn(process.execPath, [cliPath, "serve", "--config", config, "--port", "0"], { stdio: ["ignore", "pipe", writeEnd] });
+  closeSync(writeEnd);
+  try {
+    const origin = await new Promise<string>((resolve, reject) => {
+      let out = "";
+      child.stdout!.setEncoding("utf8").on("data", (d: string) => {
+        out += d;
+        const match = /listening (https:\/\/\S+)/.exec(out);
+        if (match) resolve(match[1]);
+      });
+      child.once("exit", (code) => reject(new Error(`exited ${code} before listening`)));
+    });
+    // About 1,500 access-log lines, several times what the pipe holds.
+    const { fetch, agent } = trustingFetch(readFileSync(path.join(dir, "data/tls/cert.pem"), "utf8"));
+    let answered = 0;
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        for (let i = 0; i < 95; i++) {
+          const res = await fetch(`${origin}/v1/models`);
+          await res.arrayBuffer();
+          answered++;
+        }
+      }),
+    );
+    await agent.close();
+    assert.equal(answered, 1520);
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    child.kill("SIGTERM");
+    const took = await goneWithin(child.pid!, 6000);
+    assert.notEqual(took, null, "the server was still running 6 s after SIGTERM");
+    assert.equal(await exited, 0, `a clean exit, after ${took} ms, not the deadline's`);
+  } finally {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    closeSync(readEnd);
+  }
 });

@@ -34,11 +34,20 @@ function bessel0(x: number): number {
   return sum;
 }
 
-export function resample(input: Float32Array, fromRate: number, toRate: number, options: ResampleOptions = {}): Float32Array {
+interface Filter {
+  up: number;
+  down: number;
+  phases: number;
+  halfWidth: number;
+  taps: number;
+  /** table[p * taps + k]: weight of input sample (base - halfWidth + 1 + k) for fractional offset p / phases. */
+  table: Float32Array;
+}
+
+function designFilter(fromRate: number, toRate: number, options: ResampleOptions): Filter {
   if (!Number.isFinite(fromRate) || !Number.isFinite(toRate) || fromRate <= 0 || toRate <= 0) {
     throw new RangeError(`invalid sample rates ${fromRate} -> ${toRate}`);
   }
-  if (fromRate === toRate) return input.slice();
   const zeroCrossings = options.zeroCrossings ?? 16;
   const rolloff = options.rolloff ?? 0.9;
   const beta = options.beta ?? 8.6;
@@ -55,7 +64,6 @@ export function resample(input: Float32Array, fromRate: number, toRate: number, 
   const taps = 2 * halfWidth;
   const i0beta = bessel0(beta);
 
-  // table[p][k]: weight of input sample (base - halfWidth + 1 + k) for fractional offset p / phases.
   const table = new Float32Array(phases * taps);
   for (let p = 0; p < phases; p++) {
     const frac = p / phases;
@@ -73,29 +81,98 @@ export function resample(input: Float32Array, fromRate: number, toRate: number, 
     // Unity gain at DC for every phase, so no phase-dependent ripple.
     for (let k = 0; k < taps; k++) table[p * taps + k] /= sum;
   }
+  return { up, down, phases, halfWidth, taps, table };
+}
 
-  const outLength = Math.floor((input.length * up) / down);
-  const out = new Float32Array(outLength);
-  const n = input.length;
-  for (let o = 0; o < outLength; o++) {
-    const pos = o * down; // position in units of 1/up input samples
-    const base = Math.floor(pos / up);
-    const rem = pos - base * up;
-    const p = phases === up ? rem : Math.min(phases - 1, Math.round((rem / up) * phases));
-    const row = p * taps;
-    const first = base - halfWidth + 1;
-    let acc = 0;
-    if (first >= 0 && first + taps <= n) {
-      for (let k = 0; k < taps; k++) acc += table[row + k] * input[first + k];
-    } else {
-      for (let k = 0; k < taps; k++) {
-        const idx = first + k;
-        if (idx >= 0 && idx < n) acc += table[row + k] * input[idx];
-      }
+/**
+ * Output sample `o` of the filter over `input`, whose first element is input sample `offset`; samples outside
+ * [0, known) count as silence.
+ */
+function outputAt(f: Filter, o: number, input: Float32Array, offset: number, known: number): number {
+  const pos = o * f.down; // position in units of 1/up input samples
+  const base = Math.floor(pos / f.up);
+  const rem = pos - base * f.up;
+  const p = f.phases === f.up ? rem : Math.min(f.phases - 1, Math.round((rem / f.up) * f.phases));
+  const row = p * f.taps;
+  const first = base - f.halfWidth + 1;
+  let acc = 0;
+  if (first >= 0 && first + f.taps <= known) {
+    for (let k = 0, i = first - offset; k < f.taps; k++, i++) acc += f.table[row + k] * input[i];
+  } else {
+    for (let k = 0; k < f.taps; k++) {
+      const idx = first + k;
+      if (idx >= 0 && idx < known) acc += f.table[row + k] * input[idx - offset];
     }
-    out[o] = acc;
   }
+  return acc;
+}
+
+export function resample(input: Float32Array, fromRate: number, toRate: number, options: ResampleOptions = {}): Float32Array {
+  const f = designFilter(fromRate, toRate, options);
+  if (fromRate === toRate) return input.slice();
+  const out = new Float32Array(Math.floor((input.length * f.up) / f.down));
+  for (let o = 0; o < out.length; o++) out[o] = outputAt(f, o, input, 0, input.length);
   return out;
+}
+
+/**
+ * The same conversion as `resample`, fed piece by piece: it keeps only the input the filter still needs, so a long
+ * recording never has to be held at its source rate. The pieces it returns, joined, equal `resample` of the whole.
+ */
+export class StreamingResampler {
+  private readonly f: Filter | null;
+  /** Input samples from absolute index `offset` on that later outputs still need. */
+  private held = new Float32Array(0);
+  private offset = 0;
+  private received = 0;
+  private nextOutput = 0;
+
+  constructor(
+    readonly fromRate: number,
+    readonly toRate: number,
+    options: ResampleOptions = {},
+  ) {
+    this.f = fromRate === toRate ? null : designFilter(fromRate, toRate, options);
+  }
+
+  push(input: Float32Array): Float32Array {
+    if (!this.f) return input.slice();
+    const joined = new Float32Array(this.held.length + input.length);
+    joined.set(this.held);
+    joined.set(input, this.held.length);
+    this.received += input.length;
+    const out = this.produce(joined, false);
+    this.keepFrom(joined);
+    return out;
+  }
+
+  /** The outputs that need input past the end (it counts as silence, as `resample` treats it). */
+  end(): Float32Array {
+    if (!this.f) return new Float32Array(0);
+    return this.produce(this.held, true);
+  }
+
+  private produce(input: Float32Array, final: boolean): Float32Array {
+    const f = this.f!;
+    const total = Math.floor((this.received * f.up) / f.down);
+    let last = total;
+    if (!final) {
+      // The last output whose window ends within what has arrived.
+      while (last > this.nextOutput && Math.floor(((last - 1) * f.down) / f.up) + f.halfWidth >= this.received) last--;
+    }
+    const out = new Float32Array(Math.max(0, last - this.nextOutput));
+    for (let i = 0; i < out.length; i++) out[i] = outputAt(f, this.nextOutput + i, input, this.offset, this.received);
+    this.nextOutput += out.length;
+    return out;
+  }
+
+  private keepFrom(joined: Float32Array): void {
+    const f = this.f!;
+    const firstNeeded = Math.max(0, Math.floor((this.nextOutput * f.down) / f.up) - f.halfWidth + 1);
+    const drop = Math.min(joined.length, Math.max(0, firstNeeded - this.offset));
+    this.held = joined.slice(drop);
+    this.offset += drop;
+  }
 }
 
 /** Averages all channels into one. */

@@ -6,14 +6,14 @@
 
 export type AudioFormat = "wav" | "mp3" | "m4a" | "webm" | "ogg" | "flac" | "aiff" | "caf";
 
-const ascii = (b: Uint8Array, at: number, s: string) => {
+export const ascii = (b: Uint8Array, at: number, s: string) => {
   if (b.length < at + s.length) return false;
   for (let i = 0; i < s.length; i++) if (b[at + i] !== s.charCodeAt(i)) return false;
   return true;
 };
 
 /** Skips an ID3v2 tag; returns the offset of the first byte after it. */
-function skipId3(b: Uint8Array): number {
+export function skipId3(b: Uint8Array): number {
   if (!ascii(b, 0, "ID3") || b.length < 10) return 0;
   const size = ((b[6] & 0x7f) << 21) | ((b[7] & 0x7f) << 14) | ((b[8] & 0x7f) << 7) | (b[9] & 0x7f);
   return 10 + size + (b[5] & 0x10 ? 10 : 0);
@@ -30,24 +30,28 @@ const mpegBitrates: Record<string, number[]> = {
 };
 const mpegRates: Record<number, number[]> = { 3: [44100, 48000, 32000], 2: [22050, 24000, 16000], 0: [11025, 12000, 8000] };
 
-/** Length in bytes of the MPEG audio frame at `at`, or 0 when there is no valid header there. */
-function mpegFrameLength(b: Uint8Array, at: number): number {
-  if (at + 4 > b.length || b[at] !== 0xff || (b[at + 1] & 0xe0) !== 0xe0) return 0;
+/** The MPEG audio frame at `at` (its length in bytes, samples per channel, channels, rate), or null. */
+export function mpegFrameInfo(b: Uint8Array, at: number): { length: number; samples: number; channels: number; rate: number } | null {
+  if (at + 4 > b.length || b[at] !== 0xff || (b[at + 1] & 0xe0) !== 0xe0) return null;
   const versionBits = (b[at + 1] >> 3) & 3; // 3 = MPEG1, 2 = MPEG2, 0 = MPEG2.5
   const layerBits = (b[at + 1] >> 1) & 3; // 3 = layer I, 2 = II, 1 = III
-  if (versionBits === 1 || layerBits === 0) return 0;
+  if (versionBits === 1 || layerBits === 0) return null;
   const bitrateIndex = b[at + 2] >> 4;
   const rateIndex = (b[at + 2] >> 2) & 3;
-  if (bitrateIndex === 0 || bitrateIndex === 15 || rateIndex === 3) return 0;
+  if (bitrateIndex === 0 || bitrateIndex === 15 || rateIndex === 3) return null;
   const layer = 4 - layerBits;
   const version = versionBits === 3 ? 1 : 2;
   const bitrate = mpegBitrates[`${version}-${layer}`][bitrateIndex] * 1000;
   const rate = mpegRates[versionBits][rateIndex];
   const padding = (b[at + 2] >> 1) & 1;
-  if (layer === 1) return (Math.floor((12 * bitrate) / rate) + padding) * 4;
+  const channels = b[at + 3] >> 6 === 3 ? 1 : 2;
+  if (layer === 1) return { length: (Math.floor((12 * bitrate) / rate) + padding) * 4, samples: 384, channels, rate };
   const samples = layer === 3 && version === 2 ? 576 : 1152;
-  return Math.floor((samples / 8) * bitrate / rate) + padding;
+  return { length: Math.floor((samples / 8) * bitrate / rate) + padding, samples, channels, rate };
 }
+
+/** Length in bytes of the MPEG audio frame at `at`, or 0 when there is no valid header there. */
+const mpegFrameLength = (b: Uint8Array, at: number): number => mpegFrameInfo(b, at)?.length ?? 0;
 
 export function sniffFormat(b: Uint8Array): AudioFormat | null {
   if (ascii(b, 0, "RIFF") && ascii(b, 8, "WAVE")) return "wav";
@@ -63,8 +67,8 @@ export function sniffFormat(b: Uint8Array): AudioFormat | null {
   return null;
 }
 
-const u32be = (b: Uint8Array, at: number) => ((b[at] << 24) >>> 0) + (b[at + 1] << 16) + (b[at + 2] << 8) + b[at + 3];
-const u32le = (b: Uint8Array, at: number) => b[at] + (b[at + 1] << 8) + (b[at + 2] << 16) + ((b[at + 3] << 24) >>> 0);
+export const u32be = (b: Uint8Array, at: number) => ((b[at] << 24) >>> 0) + (b[at + 1] << 16) + (b[at + 2] << 8) + b[at + 3];
+export const u32le = (b: Uint8Array, at: number) => b[at] + (b[at + 1] << 8) + (b[at + 2] << 16) + ((b[at + 3] << 24) >>> 0);
 
 /**
  * Returns why the file looks cut off, or null when its container is complete (as far as cheap checks go).
@@ -181,7 +185,7 @@ function readVint(b: Uint8Array, at: number, keepMarker: boolean): { value: numb
   return { value, length, allOnes };
 }
 
-function readEbmlElement(b: Uint8Array, at: number): EbmlElement | null {
+export function readEbmlElement(b: Uint8Array, at: number): EbmlElement | null {
   const id = readVint(b, at, true);
   if (!id) return null;
   const size = readVint(b, at + id.length, false);

@@ -4,7 +4,6 @@ import type { Engine, EngineSupport } from "../engines/engine.ts";
 import type { EngineLog } from "../engines/engine-kind.ts";
 import { AppError } from "../errors/app-error.ts";
 import { ModelRunner, type RunnerObserver, type RunnerStats } from "../scheduler/model-runner.ts";
-import { missingFilesMessage } from "./model-files.ts";
 
 /** What the catalog needs of the engine registry: what an entry's engine can do, and how to build it. */
 export interface EngineBuilder {
@@ -49,12 +48,9 @@ export class ModelCatalog {
     return runner;
   }
 
-  /** Loads every eager model; resolves when each is ready, failed or missing. */
+  /** Loads every eager model; resolves when each is ready, failed or missing (`serve` reports which, once). */
   async loadEager(): Promise<void> {
     await Promise.all(this.list().filter((r) => r.entry.load === "eager").map((r) => r.load()));
-    for (const runner of this.list()) {
-      if (runner.state === "missing") this.log.warn({ model: runner.entry.id, path: runner.entry.path }, missingFilesMessage(runner.entry));
-    }
   }
 
   /** Ready means every eager model is loaded (a missing one keeps the node not ready: /readyz says which). */

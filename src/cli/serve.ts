@@ -1,14 +1,15 @@
 import { existsSync } from "node:fs";
 import path from "node:path";
-import pino from "pino";
 import type { Store } from "../store/store.ts";
-import { buildServer } from "../server.ts";
+import { buildServer, type Server } from "../server.ts";
+import type { RunnerStats } from "../scheduler/model-runner.ts";
 import { loadConfig } from "../config/load-config.ts";
 import { parseOptions } from "./args.ts";
 import type { CliContext, Command, CommandResult } from "./command.ts";
 import type { AppConfig } from "../config/app-config.ts";
 import { pullCommandFor } from "../catalog/model-files.ts";
 import { builtInEngines } from "../engines/registry.ts";
+import { LogOutput, logFormatFor } from "./log-output.ts";
 
 /** `modelgate` when it is on the PATH (a global install), else `npx modelgate` (run from the project folder). */
 function cliName(env: NodeJS.ProcessEnv = process.env): string {
@@ -57,8 +58,24 @@ options:
 example:
   modelgate serve --config modelgate.yaml --host 0.0.0.0`;
 
-/** The longest a log line waits in the log buffer. */
-const logFlushMs = 250;
+/** How long the log may take to drain once the server has closed; past it, what is left is dropped. */
+const logDrainMs = 1000;
+/** Shutdown ends the process within shutdownTimeout + this, whatever else hangs (a native dispose, a stuck log). */
+const shutdownGraceMs = 4000;
+
+/** The start-up facts for machines, as fields; marked `startup`, so a terminal shows the summary instead. */
+function logStartup(server: Server, url: string, stats: RunnerStats[], config: AppConfig, accounts: boolean): void {
+  const { tls } = server;
+  server.app.log.info(
+    { startup: true, url, cert: { path: tls.certPath, sha256: tls.fingerprint, generated: tls.generated, replacedCa: tls.replacedCa }, accounts },
+    "started",
+  );
+  for (const s of stats) {
+    if (s.state !== "missing" && s.state !== "failed") continue;
+    const entry = config.models.find((m) => m.id === s.id)!;
+    server.app.log.warn({ startup: true, model: s.id, state: s.state, path: entry.path, pull: pullCommandFor(entry), error: s.error ?? undefined }, `model ${s.state}`);
+  }
+}
 
 /** `modelgate serve`: binds HTTPS, loads eager models, prints `listening https://H:P`, runs until SIGTERM. */
 export const serveCommand: Command = {
@@ -73,26 +90,23 @@ export const serveCommand: Command = {
       port: options.port === undefined ? undefined : Number(options.port),
     };
     const config = { ...cli.config, server: { ...cli.config.server, host: overrides.host ?? cli.config.server.host, port: overrides.port ?? cli.config.server.port } };
-    // Logs go to stderr so stdout carries only the lines a person or script waits for. They are written in blocks
-    // of at least 4 KB (a write per access-log line cost about a tenth of the gateway's CPU under load), and at the
-    // latest every logFlushMs, so a quiet server's lines are never held back longer; flushed at exit.
-    const destination = pino.destination({ dest: 2, sync: false, minLength: 4096 });
-    const flushTimer = setInterval(() => destination.flush(), logFlushMs);
-    flushTimer.unref();
-    process.once("exit", () => {
-      try {
-        destination.flushSync();
-      } catch {
-        // nothing buffered, or stderr already gone
-      }
-    });
-    const server = await buildServer(config, { logger: { stream: destination } });
+    // Logs go to stderr so stdout carries only the lines a person or script waits for. A reader that has gone
+    // must not stop anything: an EPIPE on either is ignored (the log turns itself off, see LogOutput).
+    process.stdout.on("error", () => {});
+    process.stderr.on("error", () => {});
+    const format = logFormatFor(config.logFormat, cli.isTTY);
+    const output = new LogOutput(format, { colors: format === "pretty" && cli.isTTY && !process.env.NO_COLOR });
+    // On a terminal nobody parses pid and hostname; leaving them out keeps the readable line short.
+    const server = await buildServer(config, { logger: { stream: output, ...(format === "pretty" ? { base: null } : {}) } });
     const log = (text: string) => (cli.json ? undefined : cli.out(text));
 
-    if (server.tls.generated) log(`generated a self-signed certificate: ${server.tls.certPath}`);
-    log(`tls certificate ${server.tls.certPath} sha256 ${server.tls.fingerprint}`);
-    log(`trust it with: NODE_EXTRA_CA_CERTS=${server.tls.certPath}`);
-    for (const line of await firstStartHints(server.app.keyStore, config)) log(line);
+    const { tls } = server;
+    if (tls.replacedCa) log(`replaced the generated certificate (sha256 ${tls.replacedCa}): it was a CA; the new one is a leaf, trust it instead`);
+    if (tls.generated) log(`generated a self-signed certificate: ${tls.certPath}`);
+    log(`tls certificate ${tls.certPath} sha256 ${tls.fingerprint}`);
+    log(`trust it with: NODE_EXTRA_CA_CERTS=${tls.certPath}`);
+    const hints = await firstStartHints(server.app.keyStore, config);
+    for (const line of hints) log(line);
     const port = await server.listen();
     if (options.pull || config.pull === "auto") {
       const { pullMissingModels } = await import("../catalog/pull/pull-missing.ts");
@@ -103,16 +117,27 @@ export const serveCommand: Command = {
     const stats = server.ctx.catalog.stats();
     for (const line of describeModels(config, stats)) log(line);
     const url = `https://${urlHost(config.server.host)}:${port}`;
-    if (cli.json) cli.out(JSON.stringify({ listening: url, cert: server.tls.certPath, fingerprint: server.tls.fingerprint, models: stats }));
-    else cli.out(`listening ${url}`);
-
-    await new Promise<void>((resolve) => {
-      const stop = (signal: string) => {
-        server.app.log.info({ signal }, "shutting down");
-        void server.close().then(resolve);
+    logStartup(server, url, stats, config, hints.length === 0);
+    // The signal handlers are in place before `listening` is printed: whoever waits for that line may stop us at once.
+    const stopped = new Promise<void>((resolve) => {
+      let stopping = false;
+      const exitNow = (why: string) => {
+        output.abandon(`modelgate: ${why}; exiting\n`);
+        process.exit(1);
       };
-      process.once("SIGTERM", () => stop("SIGTERM"));
-      process.once("SIGINT", () => stop("SIGINT"));
+      const stop = (signal: string) => {
+        if (stopping) exitNow(`second ${signal} during shutdown`);
+        stopping = true;
+        server.app.log.info({ signal }, "shutting down");
+        // Nothing may hold the exit past this: not a connection, a native dispose, or a log nobody reads.
+        setTimeout(() => exitNow(`shutdown did not finish within ${config.server.shutdownTimeoutMs + shutdownGraceMs} ms`), config.server.shutdownTimeoutMs + shutdownGraceMs).unref();
+        void server.close().then(resolve, (err: unknown) => {
+          server.app.log.error({ err }, "shutdown failed");
+          resolve();
+        });
+      };
+      process.on("SIGTERM", () => stop("SIGTERM"));
+      process.on("SIGINT", () => stop("SIGINT"));
       process.on("SIGHUP", () => {
         if (!config.configFile) return;
         try {
@@ -124,6 +149,10 @@ export const serveCommand: Command = {
         }
       });
     });
+    if (cli.json) cli.out(JSON.stringify({ listening: url, cert: tls.certPath, fingerprint: tls.fingerprint, models: stats }));
+    else cli.out(`listening ${url}`);
+    await stopped;
+    await output.finish(logDrainMs);
     return { json: { stopped: true }, text: "" };
   },
 };

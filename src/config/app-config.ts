@@ -30,6 +30,8 @@ export interface InputLimits {
   maxTools: number;
   /** Subschemas of all the tools' parameter schemas together (each is spelled out in a grammar). */
   maxToolSchemaNodes: number;
+  /** Seconds of one uploaded recording; uploads decode to at most this many seconds of 48 kHz stereo samples. */
+  maxAudioSeconds: number;
 }
 
 /** A catalog entry with every default filled in and its source resolved. */
@@ -78,6 +80,8 @@ export interface AppConfig {
   deployment: string;
   dataDir: string;
   logLevel: string;
+  /** How `serve` writes its log; null: pretty on a terminal, JSON otherwise. */
+  logFormat: "json" | "pretty" | null;
   adminToken: string | null;
   /** GET /metrics: the scrapers' token (besides the admin token), and whether token counters carry the account. */
   metricsToken: string | null;

@@ -92,6 +92,8 @@ export const modelBaseProperties = {
         maxEmbeddingInputs: Type.Optional(Type.Integer({ minimum: 1 })),
         maxTools: Type.Optional(Type.Integer({ minimum: 0 })),
         maxToolSchemaNodes: Type.Optional(Type.Integer({ minimum: 1 })),
+        /** Longest recording a transcription model takes; it also sets the decoded-samples budget (decode.ts). */
+        maxAudioSeconds: Type.Optional(Type.Integer({ minimum: 1 })),
       },
       { additionalProperties: false },
     ),
@@ -135,6 +137,8 @@ export const Config = Type.Object(
     deployment: Type.Optional(Type.String({ minLength: 1 })),
     dataDir: Type.Optional(Type.String()),
     logLevel: Type.Optional(Type.Union(["fatal", "error", "warn", "info", "debug", "trace", "silent"].map((l) => Type.Literal(l)))),
+    /** `pretty` (readable lines) or `json`; unset: pretty when stderr is a terminal, else JSON. */
+    logFormat: Type.Optional(Type.Union([Type.Literal("json"), Type.Literal("pretty")])),
     /** Token for /admin/v1; never accepted on /v1. Admin API is off when unset. */
     adminToken: Type.Optional(Type.String({ minLength: 16 })),
     metrics: Type.Optional(

@@ -6,6 +6,7 @@ export const settingVariables = {
   MODELGATE_PORT: "server.port",
   MODELGATE_DATA_DIR: "dataDir",
   MODELGATE_LOG_LEVEL: "logLevel",
+  MODELGATE_LOG_FORMAT: "logFormat",
   MODELGATE_ADMIN_TOKEN: "adminToken",
   MODELGATE_KEY_SECRET: "keySecret",
   MODELGATE_DEPLOYMENT: "deployment",

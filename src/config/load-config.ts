@@ -41,6 +41,7 @@ export const defaultInputLimits: InputLimits = {
   maxEmbeddingInputs: 2048,
   maxTools: 128,
   maxToolSchemaNodes: 4096,
+  maxAudioSeconds: 7200,
 };
 
 /**
@@ -253,6 +254,7 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
     deployment: input.deployment ?? "shared",
     dataDir,
     logLevel: input.logLevel ?? "info",
+    logFormat: input.logFormat ?? null,
     adminToken: input.adminToken ?? null,
     metricsToken: input.metrics?.token ?? null,
     metricsPerAccount: input.metrics?.perAccount ?? false,

@@ -1,4 +1,4 @@
-import { STATUS_CODES } from "node:http";
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { AppError } from "../errors/app-error.ts";
@@ -73,6 +73,50 @@ export async function frameworkErrorHandler(err: Error & { code?: string }, requ
     return sendClosing(reply, limited as AppError);
   }
   return sendClosing(reply, error);
+}
+
+/**
+ * Node's `checkExpectation` event: an `Expect` other than `100-continue`, which Node would refuse with a bare 417.
+ * This 417 is the §7 envelope with a request id and the anonymous limiter's headers; the connection then closes.
+ */
+export function expectationFailed(app: FastifyInstance): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
+    const error = new AppError("invalid_parameter", { status: 417, message: "The Expect header asks for something this server does not do; only 100-continue is supported." });
+    const address = normalizeIp(req.socket.remoteAddress ?? "");
+    void app.limits.anonymousHeaders(address).then(
+      ({ headers }) => answer(headers),
+      () => answer({}),
+    );
+    const answer = (headers: Record<string, string>) => {
+      const body = JSON.stringify(toEnvelope(error));
+      res.writeHead(error.status, {
+        ...securityHeaders,
+        ...headers,
+        "x-request-id": newRequestId(),
+        "content-type": "application/json; charset=utf-8",
+        "content-length": String(Buffer.byteLength(body)),
+        connection: "close",
+      });
+      res.end(body);
+    };
+  };
+}
+
+/**
+ * An HTTP/1.1 request without Host (RFC 9112 §3.2 requires one): Node's own refusal (`requireHostHeader`) would be a
+ * bare 400 with no envelope and no request id, so the server turns it off and this onRequest hook answers instead.
+ */
+export async function refuseMissingHost(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
+  if (request.headers.host !== undefined || request.raw.httpVersion !== "1.1") return undefined;
+  const error = new AppError("invalid_parameter", { message: "The request has no Host header; HTTP/1.1 requires one." });
+  try {
+    await request.server.limits.anonymous(request, reply);
+  } catch (limited) {
+    sendClosing(reply, limited as AppError);
+    return reply;
+  }
+  sendClosing(reply, error);
+  return reply;
 }
 
 function sendClosing(reply: FastifyReply, error: AppError): void {

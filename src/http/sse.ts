@@ -1,6 +1,7 @@
 import type { FastifyReply } from "fastify";
 import { AppError } from "../errors/app-error.ts";
 import { toEnvelope } from "../errors/envelope.ts";
+import { stopRequest } from "./request-signal.ts";
 
 /** How often a queued stream sends `: keep-alive` before its first frame. */
 export const defaultKeepAliveMs = 15_000;
@@ -129,11 +130,12 @@ export class SseStream {
     this.end();
   }
 
-  /** `fail`, resolving when the response has been handed to the socket in full. */
+  /** `fail` (and stop the generation behind it), resolving when the response has been handed to the socket in full. */
   failAndFlush(err: AppError): Promise<void> {
     const raw = this.reply.raw;
     const finished = raw.writableFinished || raw.destroyed ? Promise.resolve() : new Promise<void>((resolve) => raw.once("close", resolve).once("finish", resolve));
     this.fail(err);
+    stopRequest(this.reply);
     return finished;
   }
 

@@ -2,6 +2,7 @@ import { Transform, type Readable, type Writable } from "node:stream";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { AppError } from "../errors/app-error.ts";
 import { bodyTimedOut, discardRest, watchBodyTime } from "../http/request-body.ts";
+import { continueBody } from "./request-body-guard.ts";
 import "../http/fastify-types.ts";
 
 function tooLarge(limit: number, upload: boolean): AppError {
@@ -60,7 +61,8 @@ function watchUpload(request: FastifyRequest, reply: FastifyReply, limit: number
 /**
  * §8 size limits per plan, a preParsing hook the scopes install: maxBodyBytes for JSON, maxUploadBytes for routes
  * with `config.upload`. Bytes are counted while they stream, so a missing or lying Content-Length changes nothing;
- * a Content-Length already over the limit is refused before reading. Requests without a key (admin, unknown
+ * a Content-Length already over the limit is refused before reading (and before a client that sent
+ * `Expect: 100-continue` is told to send it). Requests without a key (admin, unknown
  * paths) use the default plan's limits.
  */
 export async function limitBody(request: FastifyRequest, reply: FastifyReply, payload: Readable): Promise<Readable> {
@@ -75,6 +77,7 @@ export async function limitBody(request: FastifyRequest, reply: FastifyReply, pa
     throw tooLarge(limit, upload);
   }
   const timeoutMs = config.server.bodyTimeoutMs;
+  continueBody(reply);
   if (upload) {
     watchUpload(request, reply, limit, timeoutMs);
     return payload;

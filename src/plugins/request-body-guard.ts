@@ -1,4 +1,6 @@
+import type { IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
+import type { FastifyReply } from "fastify";
 import fp from "fastify-plugin";
 import { bodyPending, discardRest, untilBodyEnds } from "../http/request-body.ts";
 
@@ -6,6 +8,21 @@ import { bodyPending, discardRest, untilBodyEnds } from "../http/request-body.ts
 const lingerMs = 10_000;
 
 const lingering = Symbol("lingering");
+/** The client sent `Expect: 100-continue` and has not been told to send its body yet. */
+const awaitingContinue = Symbol("awaitingContinue");
+
+type ContinueRequest = IncomingMessage & { [awaitingContinue]?: boolean };
+
+/**
+ * Tells a client that sent `Expect: 100-continue` to send its body. The body checks (body-limit.ts) call it once
+ * the request has passed every check that could refuse it, so a body that will be refused is never asked for.
+ */
+export function continueBody(reply: FastifyReply): void {
+  const raw = reply.request.raw as ContinueRequest;
+  if (!raw[awaitingContinue]) return;
+  raw[awaitingContinue] = false;
+  reply.raw.writeContinue();
+}
 
 /**
  * Closing a socket the client is still writing to resets the connection, and a reset makes the client drop our
@@ -25,12 +42,24 @@ function lingerBeforeClose(socket: Socket, untilDone: () => Promise<void>): void
  * Every answer given before its request body was read (a refusal, an unknown path, an unparsed content type) lets
  * the rest of the body be read and thrown away (bounded), so the next request on the connection is not stuck
  * behind it, and a connection that closes after the answer lingers until the body is in.
+ *
+ * A client that sent `Expect: 100-continue` gets `100 Continue` only from `continueBody`, not from Node as soon as
+ * the headers arrive. Answered without it, such a client may send its body or not (RFC 9110 §10.1.1), so nothing
+ * that follows on the connection can be trusted to be a request: the answer closes it at once.
  */
 export const requestBodyGuardPlugin = fp(
   async (app) => {
+    app.server.on("checkContinue", (req: ContinueRequest, res) => {
+      req[awaitingContinue] = true;
+      app.server.emit("request", req, res);
+    });
     app.addHook("onSend", async (request, reply, payload) => {
-      const raw = request.raw;
+      const raw = request.raw as ContinueRequest;
       if (!bodyPending(raw)) return payload;
+      if (raw[awaitingContinue]) {
+        reply.header("connection", "close");
+        return payload;
+      }
       discardRest(raw);
       // A body that timed out (408) is not worth waiting for: that connection closes at once.
       if (reply.statusCode !== 408) lingerBeforeClose(raw.socket, () => untilBodyEnds(raw, lingerMs));

@@ -1,4 +1,4 @@
-import { Worker } from "node:worker_threads";
+import { Worker, type ResourceLimits } from "node:worker_threads";
 import { AppError } from "../errors/app-error.ts";
 import { errorCatalog, type ErrorCode } from "../errors/catalog.ts";
 import type { FromWorker, SerializedError, ToWorker, WorkerData } from "./worker-protocol.ts";
@@ -24,6 +24,11 @@ export interface WorkerPoolOptions {
   preloadOnMainThread?: (() => Promise<unknown>)[];
   /** Names the threads (`<name>-worker-<i>`) in messages and debuggers. */
   name?: string;
+  /**
+   * Heap limits of each worker. Past them the worker is stopped (its calls reject with WorkerCrashedError,
+   * `outOfMemory`) and replaced. They bound the V8 heap only: typed arrays and WASM memory are not counted.
+   */
+  resourceLimits?: ResourceLimits;
 }
 
 export interface CallOptions {
@@ -46,7 +51,11 @@ export class WorkerTaskError extends Error {
 
 /** The worker died (crash, OOM, process.exit) with the call in flight. */
 export class WorkerCrashedError extends Error {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    /** It was stopped for reaching its heap limit (`resourceLimits`). */
+    readonly outOfMemory = false,
+  ) {
     super(message);
     this.name = "WorkerCrashedError";
   }
@@ -285,6 +294,7 @@ export class WorkerPool {
         execArgv: this.execArgv,
         workerData: data,
         name: `${this.opts.name ?? "task"}-worker-${slot.index}`,
+        resourceLimits: this.opts.resourceLimits,
       });
       slot.worker = worker;
       slot.ready = new Promise<void>((resolve, reject) => {
@@ -314,7 +324,8 @@ export class WorkerPool {
           slot.ready = null;
           const cause = slot.lastError ? `: ${slot.lastError.message}` : "";
           if (!isReady) reject(slot.lastError ?? new WorkerCrashedError(`worker exited during init (code ${code})`));
-          this.failInflight(slot, new WorkerCrashedError(`worker exited unexpectedly (code ${code})${cause}`));
+          const outOfMemory = (slot.lastError as NodeJS.ErrnoException | null)?.code === "ERR_WORKER_OUT_OF_MEMORY";
+          this.failInflight(slot, new WorkerCrashedError(`worker exited unexpectedly (code ${code})${cause}`, outOfMemory));
           // Replace a worker that died while serving, so capacity comes back before the next call needs it.
           if (isReady && !this.closed) this.spawn(slot).catch(() => {});
         });

@@ -110,7 +110,7 @@ export class OnnxWhisperEngine implements Engine {
   /** Decodes the upload off the event loop (400 param file when it is not audio, or holds none). */
   async prepareTranscribe(req: TranscribeRequest, signal: AbortSignal): Promise<PreparedTranscription> {
     this.decoder ??= new AudioDecoder(1);
-    const { audio, duration } = await this.decoder.decode(req.file.bytes, signal);
+    const { audio, duration } = await this.decoder.decode(req.file.bytes, signal, { maxSeconds: this.entry.limits.maxAudioSeconds });
     if (audio.length === 0) throw new AppError("invalid_parameter", { param: "file", message: "The uploaded file contains no audio." });
     return { audio, windows: Math.ceil(duration / maxWindowSeconds) };
   }
