@@ -4,8 +4,8 @@
 //
 //   node --import tsx bench/outages.ts [--rate 20] [--seconds 6]
 //
-// The load generator is this process; the server is its own process. The phases' medians and p99 are what the
-// README quotes.
+// The load generator is this process; the server is its own process. The phases' medians and p99 are what
+// docs/operations.md ("When a shared service goes away") quotes.
 import { readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";

@@ -117,7 +117,7 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
 
   const routeTable = new RouteTable();
   app.decorate("routeTable", routeTable);
-  app.addHook("onRoute", (route) => routeTable.add(route.method, route.url, route.schema));
+  app.addHook("onRoute", (route) => routeTable.add(route.method, route.url));
 
   app.decorate("consoleSessions", new ConsoleSessions());
   app.decorateRequest("adminActor", null);

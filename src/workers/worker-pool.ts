@@ -89,9 +89,8 @@ export function reviveError(error: SerializedError): Error {
 }
 
 /**
- * Node flags passed on to workers. Workers load .ts through worker-bootstrap.mjs, which registers tsx itself
- * (on Node 20, `--import tsx` in a worker's execArgv does not install the hooks), so tsx flags are dropped to
- * avoid registering it twice. Only loader-ish flags pass: workers refuse process-wide ones, and test-runner
+ * Node flags passed on to workers. Workers load .ts through worker-bootstrap.mjs, which registers tsx itself,
+ * so tsx flags are dropped to avoid registering it twice. Only loader-ish flags pass: workers refuse process-wide ones, and test-runner
  * flags must not reach them.
  */
 export function workerExecArgv(parent: readonly string[] = process.execArgv): string[] {

@@ -107,7 +107,7 @@ export async function collectChat(ctx: AppContext, scope: RequestScope, model: s
 
 /** §4.2 non-streaming: runs the generation to its end and returns the chat completion object. */
 export async function completeChat(ctx: AppContext, scope: RequestScope, body: ChatCompletionRequest): Promise<ChatCompletion> {
-  const { req } = toChatRequest(body, scope.auth.plan);
+  const req = toChatRequest(body, scope.auth.plan);
   const { output: acc, created } = await collectChat(ctx, scope, body.model, req);
   const hasCalls = acc.toolCalls.length > 0;
   return {
@@ -220,7 +220,7 @@ export async function streamChatTo(ctx: AppContext, scope: RequestScope, model: 
 
 /** §4.2 + §6 streaming: chat completion chunks, the usage chunk when asked for, then `data: [DONE]`. */
 export async function streamChat(ctx: AppContext, scope: RequestScope, body: ChatCompletionRequest, sse: SseStream): Promise<void> {
-  const { req } = toChatRequest(body, scope.auth.plan);
+  const req = toChatRequest(body, scope.auth.plan);
   const includeUsage = body.stream_options?.include_usage === true;
   const withLogprobs = req.topLogprobs !== null;
   const id = `chatcmpl-${randomUUID()}`;

@@ -4,28 +4,22 @@ import { AppError } from "../../errors/app-error.ts";
 import type { ChatCompletionRequest, ChatMessageBody, ResponseFormatBody } from "./chat.schema.ts";
 import { decodeImagePart } from "./image-parts.ts";
 
-/** Where the request carries images, for the vision capability check. */
-export interface ImageRef {
-  param: string;
-}
-
 export function invalid(param: string, message: string): never {
   throw new AppError("invalid_parameter", { param, message });
 }
 
-function toContent(message: ChatMessageBody, i: number, images: ImageRef[]): string | ContentPart[] | null {
+function toContent(message: ChatMessageBody, i: number): string | ContentPart[] | null {
   const content = message.content ?? null;
   if (content === null || typeof content === "string") return content;
   return content.map((part, j): ContentPart => {
     const param = `messages[${i}].content[${j}]`;
     if (part.type === "text") return { type: "text", text: part.text };
-    images.push({ param });
     return decodeImagePart(part.image_url.url, param);
   });
 }
 
-function toMessage(message: ChatMessageBody, i: number, images: ImageRef[]): ChatMessage {
-  const content = toContent(message, i, images);
+function toMessage(message: ChatMessageBody, i: number): ChatMessage {
+  const content = toContent(message, i);
   const role = message.role === "developer" ? "system" : message.role;
   if (role === "tool") {
     if (!message.tool_call_id) invalid(`messages[${i}].tool_call_id`, "A tool message needs the tool_call_id it answers.");
@@ -75,9 +69,8 @@ export function toResponseFormat(body: ResponseFormatBody | null | undefined, pa
  * rules, image data URLs, parameter combinations and the plan's output cap. These are parameter errors, so they
  * come before the model lookup (decisions.md order).
  */
-export function toChatRequest(body: ChatCompletionRequest, plan: Plan): { req: ChatRequest; images: ImageRef[]; maxTokensParam: string } {
-  const images: ImageRef[] = [];
-  const messages = body.messages.map((m, i) => toMessage(m, i, images));
+export function toChatRequest(body: ChatCompletionRequest, plan: Plan): ChatRequest {
+  const messages = body.messages.map((m, i) => toMessage(m, i));
 
   const maxTokensParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
   const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? null;
@@ -92,19 +85,15 @@ export function toChatRequest(body: ChatCompletionRequest, plan: Plan): { req: C
 
   const stop = body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop;
   return {
-    req: {
-      messages,
-      maxTokens,
-      temperature: body.temperature ?? null,
-      topP: body.top_p ?? null,
-      seed: body.seed ?? null,
-      stop,
-      tools,
-      toolChoice,
-      ...format,
-      topLogprobs: body.logprobs === true ? (body.top_logprobs ?? 0) : null,
-    },
-    images,
-    maxTokensParam,
+    messages,
+    maxTokens,
+    temperature: body.temperature ?? null,
+    topP: body.top_p ?? null,
+    seed: body.seed ?? null,
+    stop,
+    tools,
+    toolChoice,
+    ...format,
+    topLogprobs: body.logprobs === true ? (body.top_logprobs ?? 0) : null,
   };
 }

@@ -5,7 +5,7 @@ import { retryHeaders, toEnvelope } from "../../errors/envelope.ts";
 import { ErrorEnvelope, errorResponses } from "../../errors/error.schema.ts";
 import { authenticateMetrics } from "../../plugins/admin-auth.ts";
 
-/** Upstream pools are listed with their upstreams' states but never decide readiness (see README, Scale out). */
+/** Upstream pools are listed with their upstreams' states but never decide readiness (docs/engines.md, "Upstream pools"). */
 const models = Type.Optional(
   Type.Array(
     Type.Object({ id: Type.String(), state: Type.String(), upstreams: Type.Optional(Type.Array(Type.Object({ url: Type.String(), state: Type.String() }))) }),

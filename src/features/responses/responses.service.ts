@@ -9,7 +9,7 @@ import { toResponseChatRequest } from "./responses.shape.ts";
 
 /** POST /v1/responses without stream: the generation runs on the chat path, and the output comes back as items. */
 export async function createResponse(ctx: AppContext, scope: RequestScope, body: CreateResponseRequest): Promise<ResponseObject> {
-  const { req } = toResponseChatRequest(body, scope.auth.plan);
+  const req = toResponseChatRequest(body, scope.auth.plan);
   const head = new ResponseHead(body);
   const { output } = await collectChat(ctx, scope, body.model, req);
   const reason = output.finishReason ?? "stop";
@@ -24,7 +24,7 @@ export function responseStreamWriter(body: CreateResponseRequest): ResponseStrea
 
 /** POST /v1/responses with stream: true: the Responses API's event sequence (response-stream.ts). */
 export async function streamResponse(ctx: AppContext, scope: RequestScope, body: CreateResponseRequest, sse: SseStream, writer: ResponseStreamWriter): Promise<void> {
-  const { req } = toResponseChatRequest(body, scope.auth.plan);
+  const req = toResponseChatRequest(body, scope.auth.plan);
   writer.attach(sse);
   await streamChatTo(ctx, scope, body.model, req, sse, writer);
 }

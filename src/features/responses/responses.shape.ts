@@ -1,12 +1,12 @@
 import type { Plan } from "../../config/app-config.ts";
 import type { ChatMessage, ChatRequest, ContentPart } from "../../engines/engine.ts";
-import { checkOutputCap, invalid, toResponseFormat, toToolChoice, type ImageRef } from "../chat/chat.shape.ts";
+import { checkOutputCap, invalid, toResponseFormat, toToolChoice } from "../chat/chat.shape.ts";
 import { decodeImagePart } from "../chat/image-parts.ts";
 import type { CreateResponseRequest, InputItem } from "./responses.schema.ts";
 
 type Message = Extract<InputItem, { role: string }>;
 
-function toContent(item: Message, param: string, images: ImageRef[]): string | ContentPart[] {
+function toContent(item: Message, param: string): string | ContentPart[] {
   if (typeof item.content === "string") return item.content;
   return item.content.map((part, j): ContentPart => {
     const partParam = `${param}.content[${j}]`;
@@ -18,7 +18,6 @@ function toContent(item: Message, param: string, images: ImageRef[]): string | C
         return { type: "text", text: part.refusal };
       case "input_image": {
         if (item.role === "assistant") invalid(`${partParam}.type`, "Only user, system and developer messages carry images.");
-        images.push({ param: partParam });
         return decodeImagePart(part.image_url, partParam, `${partParam}.image_url`);
       }
     }
@@ -30,7 +29,7 @@ function textOf(content: string | ContentPart[]): string {
 }
 
 /** The conversation as chat messages: function calls join the assistant turn they belong to, outputs become tool messages. */
-function toMessages(body: CreateResponseRequest, images: ImageRef[]): ChatMessage[] {
+function toMessages(body: CreateResponseRequest): ChatMessage[] {
   const messages: ChatMessage[] = [];
   if (body.instructions) messages.push({ role: "system", content: body.instructions });
   if (typeof body.input === "string") {
@@ -40,7 +39,7 @@ function toMessages(body: CreateResponseRequest, images: ImageRef[]): ChatMessag
   body.input.forEach((item, i) => {
     const param = `input[${i}]`;
     if ("role" in item) {
-      const content = toContent(item, param, images);
+      const content = toContent(item, param);
       if (item.role === "assistant") messages.push({ role: "assistant", content: textOf(content) });
       else messages.push({ role: item.role === "developer" ? "system" : item.role, content });
       return;
@@ -76,10 +75,9 @@ function refuseStateful(body: CreateResponseRequest): void {
 }
 
 /** Turns a Responses API request into the engine's chat request (the checks chat makes, with this API's parameter names). */
-export function toResponseChatRequest(body: CreateResponseRequest, plan: Plan): { req: ChatRequest; images: ImageRef[] } {
+export function toResponseChatRequest(body: CreateResponseRequest, plan: Plan): ChatRequest {
   refuseStateful(body);
-  const images: ImageRef[] = [];
-  const messages = toMessages(body, images);
+  const messages = toMessages(body);
   const maxTokens = body.max_output_tokens ?? null;
   checkOutputCap(maxTokens, "max_output_tokens", plan);
 
@@ -98,18 +96,15 @@ export function toResponseChatRequest(body: CreateResponseRequest, plan: Plan): 
   const toolChoice = toToolChoice(tools, (i) => `tools[${i}].name`, typeof choice === "object" && choice ? { name: choice.name } : choice);
 
   return {
-    req: {
-      messages,
-      maxTokens,
-      temperature: body.temperature ?? null,
-      topP: body.top_p ?? null,
-      seed: null,
-      stop: [],
-      tools,
-      toolChoice,
-      ...responseFormat,
-      topLogprobs: null,
-    },
-    images,
+    messages,
+    maxTokens,
+    temperature: body.temperature ?? null,
+    topP: body.top_p ?? null,
+    seed: null,
+    stop: [],
+    tools,
+    toolChoice,
+    ...responseFormat,
+    topLogprobs: null,
   };
 }

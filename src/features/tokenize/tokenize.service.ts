@@ -10,7 +10,7 @@ import type { TokenCount } from "./tokenize.schema.ts";
  * recording usage. A Modelgate node fronting another counts prompts with it (`tokenize: modelgate`).
  */
 export async function countChatTokens(ctx: AppContext, scope: RequestScope, body: ChatCompletionRequest): Promise<TokenCount> {
-  const { req } = toChatRequest(body, scope.auth.plan);
+  const req = toChatRequest(body, scope.auth.plan);
   const { prepared, contextSize } = await prepareInference(ctx, scope, {
     model: body.model,
     chat: req,
