@@ -1,3 +1,4 @@
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { createKey } from "../test/helpers/keys.ts";
 import { testConfig } from "../test/helpers/config.ts";
@@ -13,12 +14,23 @@ import { runNode } from "./processes.ts";
  * engine (parallel 4, and parallel 8 for 8 streams), `modelgate serve` with `engine: llama-server` (a managed
  * llama-server), and llama-server straight (-np 4, and -np 8 for 8 streams). Each round runs every side's single
  * stream and concurrent streams (aggregate tok/s), the order of the sides rotating each round; RUNS rounds.
- * bench/probe-llama-batching.ts explains the in-process figures (tokens per llama_decode, CPU per token).
+ * On Linux it also reads the CPU time the serving process spent per token (the gateway process for in-process;
+ * llama-server's own): steadier than wall time on a shared machine, and what capacity is made of. The shaped model
+ * never stops early, so a run's tokens are TOKENS x streams. bench/probe-llama-batching.ts explains the in-process
+ * figures (tokens and passes per llama_decode, the kernel's cost per decode size).
  */
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const TOKENS = 96;
 const CONTEXT = 512;
 const root = path.resolve(import.meta.dirname, "..");
+
+/** CPU milliseconds a process has used (user + system, every thread), or NaN where /proc is missing. */
+function cpuMs(pid: number | undefined): number {
+  const stat = `/proc/${pid}/stat`;
+  if (pid === undefined || !existsSync(stat)) return Number.NaN;
+  const fields = readFileSync(stat, "utf8").split(") ")[1]!.split(" ");
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // clock ticks (USER_HZ 100)
+}
 
 export default async function batchingBench(): Promise<BenchRow[]> {
   const model = shapedModel();
@@ -43,25 +55,32 @@ export default async function batchingBench(): Promise<BenchRow[]> {
   const viaGateway = (id: string) => (c: number) => client(`${gateway.origin}/v1/chat/completions`, id, c, [key, ca]);
   const straight = (origin: string) => (c: number) => client(`${origin}/v1/chat/completions`, "direct", c, ["", ""]);
   // Each side and the stream counts it runs in a round.
+  // The process whose CPU a side's tokens cost (none for managed: the work is split between two processes).
   const sides = {
-    "in-process": { run: viaGateway("inproc"), counts: [1, 4] },
-    managed: { run: viaGateway("managed"), counts: [1, 4] },
-    "llama-server": { run: straight(direct.origin), counts: [1, 4] },
-    "in-process p8": { run: viaGateway("inproc8"), counts: [8] },
-    "llama-server np8": { run: straight(direct8.origin), counts: [8] },
+    "in-process": { run: viaGateway("inproc"), counts: [1, 4], pid: gateway.child.pid },
+    managed: { run: viaGateway("managed"), counts: [1, 4], pid: undefined },
+    "llama-server": { run: straight(direct.origin), counts: [1, 4], pid: direct.child.pid },
+    "in-process p8": { run: viaGateway("inproc8"), counts: [8], pid: gateway.child.pid },
+    "llama-server np8": { run: straight(direct8.origin), counts: [8], pid: direct8.child.pid },
   };
   type Side = keyof typeof sides;
   const names = Object.keys(sides) as Side[];
   const rates = new Map<string, number[]>();
+  const cpus = new Map<string, number[]>();
   const rate = (side: Side, count: number) => rates.get(`${side} ${count}`)!;
-  for (const n of names) for (const c of sides[n].counts) rates.set(`${n} ${c}`, []);
+  const cpu = (side: Side, count: number) => cpus.get(`${side} ${count}`)!;
+  for (const n of names) for (const c of sides[n].counts) rates.set(`${n} ${c}`, []), cpus.set(`${n} ${c}`, []);
   try {
     for (const n of names) await sides[n].run(Math.max(...sides[n].counts)); // warm-up
     for (let i = 0; i < RUNS; i++) {
       process.stderr.write(`  run ${i + 1}/${RUNS}\n`);
       for (let k = 0; k < names.length; k++) {
         const n = names[(i + k) % names.length]!;
-        for (const c of sides[n].counts) rate(n, c).push(await sides[n].run(c));
+        for (const c of sides[n].counts) {
+          const before = cpuMs(sides[n].pid);
+          rate(n, c).push(await sides[n].run(c));
+          cpu(n, c).push((cpuMs(sides[n].pid) - before) / (TOKENS * c));
+        }
       }
     }
   } finally {
@@ -69,9 +88,10 @@ export default async function batchingBench(): Promise<BenchRow[]> {
     await direct.stop();
     await direct8.stop();
   }
-  const ratioRow = (item: string, a: number[], b: number[], target: string): BenchRow => {
+  const cpuRow = (item: string, aMs: number[], bMs: number[]): BenchRow => ratioRow(item, aMs.map((v) => 1000 / v), bMs.map((v) => 1000 / v), "report", "tok/CPU s");
+  const ratioRow = (item: string, a: number[], b: number[], target: string, unit = "tok/s"): BenchRow => {
     const r = spread(a.map((v, i) => v / b[i]!));
-    return { item, service: spread(a).median, raw: spread(b).median, unit: "tok/s", ratio: r.median, range: [r.min, r.max], target };
+    return { item, service: spread(a).median, raw: spread(b).median, unit, ratio: r.median, range: [r.min, r.max], target };
   };
   return [
     ratioRow("batching: in-process llama, 4 streams vs 1 (smollm2-135m shape)", rate("in-process", 4), rate("in-process", 1), ">= 1.6"),
@@ -83,5 +103,15 @@ export default async function batchingBench(): Promise<BenchRow[]> {
     ratioRow("batching: llama-server straight, 8 streams (-np 8) vs 1 (reference)", rate("llama-server np8", 8), rate("llama-server", 1), "reference"),
     ratioRow("managed llama-server engine vs llama-server straight, 1 stream", rate("managed", 1), rate("llama-server", 1), ">= 0.97"),
     ratioRow("managed llama-server engine vs llama-server straight, 4 streams", rate("managed", 4), rate("llama-server", 4), ">= 0.97"),
+    ...(Number.isNaN(cpu("in-process", 1)[0]!)
+      ? []
+      : [
+          // Tokens per CPU second (1000 / CPU ms per token), so that higher is better as in the rows above.
+          cpuRow("CPU: in-process llama, tokens per CPU s, 4 streams vs 1", cpu("in-process", 4), cpu("in-process", 1)),
+          cpuRow("CPU: in-process llama vs llama-server, tokens per CPU s, 4 streams", cpu("in-process", 4), cpu("llama-server", 4)),
+          cpuRow("CPU: in-process llama vs llama-server, tokens per CPU s, 1 stream", cpu("in-process", 1), cpu("llama-server", 1)),
+          cpuRow("CPU: llama-server straight, tokens per CPU s, 4 streams vs 1 (reference)", cpu("llama-server", 4), cpu("llama-server", 1)),
+          cpuRow("CPU: in-process llama vs llama-server, tokens per CPU s, 8 streams (parallel 8, -np 8)", cpu("in-process p8", 8), cpu("llama-server np8", 8)),
+        ]),
   ];
 }

@@ -1,7 +1,7 @@
 // Issue 35's probe of in-process batching on the SmolLM2-135M shape, 1 thread, in this process (no server).
 //  1. Kernel: CPU ms of one llama_decode carrying K tokens (one per sequence), K = 1, 2, 3, 4, 8 (min of rounds).
 //  2. Engine: N concurrent chats through LlamaEngine.chat (the path a request takes), with the lockstep gate and
-//     without it (the engine as it was), alternating: tok/s, CPU ms per token, llama_decode calls, tokens per
+//     without it (node-llama-cpp's own dispatch, as before issue 35), alternating on one engine: tok/s, CPU ms per token, llama_decode calls, tokens per
 //     generation decode and the passes llama.cpp splits each into (runs of consecutive sequence ids; the addon is
 //     wrapped here to record them).
 // CPU time is the process's (every thread), so it is steadier than wall time on a shared machine.
@@ -9,7 +9,8 @@
 import path from "node:path";
 import { getLlamaRuntime } from "../src/engines/llama/llama-runtime.ts";
 import { LlamaEngine } from "../src/engines/llama/llama-engine.ts";
-import { Lockstep } from "../src/engines/llama/lockstep.ts";
+import type { Lockstep } from "../src/engines/llama/lockstep.ts";
+import type { LlamaContextSequence } from "node-llama-cpp";
 import type { ChatRequest } from "../src/engines/engine.ts";
 import { testConfig } from "../test/helpers/config.ts";
 import { shapedModel } from "../test/helpers/shaped-model.ts";
@@ -20,7 +21,7 @@ const TOKENS = Number(tokenArg);
 const ROUNDS = Number(roundArg);
 const parallel = Math.max(...streams);
 const llama = await getLlamaRuntime();
-console.log(`binary: ${(llama as unknown as { buildType: string }).buildType}, ${llama.systemInfo.split("|").length} CPU features`);
+console.log(`binary: ${llama.buildType}`);
 
 const cpuMs = () => {
   const u = process.cpuUsage();
@@ -85,18 +86,21 @@ const passes = (ids: number[]) => ids.filter((id, i) => i === 0 || id !== ids[i 
   await model.dispose();
 }
 
-// ---- 2. the engine, with and without the lockstep gate
+// ---- 2. the engine, with and without the lockstep gate (one engine; the gate is taken off and put back)
 const raw = { models: [{ id: "probe", engine: "llama", source: shapedModel(), capabilities: ["chat"], contextSize: 512, parallel, threads: 1 }] };
 const entry = testConfig(raw, path.join(process.cwd(), "config.yaml")).models[0]!;
-const attach = Lockstep.prototype.attach;
-async function loadEngine(lockstep: boolean): Promise<{ engine: LlamaEngine; batches: number[][] }> {
-  Lockstep.prototype.attach = lockstep ? attach : () => {};
-  const engine = new LlamaEngine(entry);
-  await engine.load();
-  Lockstep.prototype.attach = attach;
-  return { engine, batches: recordDecodes((engine as unknown as { context: object }).context) };
+const engine = new LlamaEngine(entry);
+await engine.load();
+const internals = engine as unknown as { context: object; sequences: LlamaContextSequence[]; lockstep: Lockstep };
+const batches = recordDecodes(internals.context);
+/** Without the gate, each sequence's evaluateWithMetadata is node-llama-cpp's own again (the engine as it was). */
+function useGate(on: boolean): void {
+  internals.sequences.forEach((sequence, id) => {
+    delete (sequence as { evaluateWithMetadata?: unknown }).evaluateWithMetadata;
+    if (on) internals.lockstep.attach(sequence, id);
+  });
 }
-const variants = { lockstep: await loadEngine(true), "no gate": await loadEngine(false) };
+const variants = { lockstep: true, "no gate": false };
 
 const request: ChatRequest = {
   messages: [{ role: "user", content: "Once upon a time" }],
@@ -110,7 +114,7 @@ const request: ChatRequest = {
   responseFormat: "text",
   topLogprobs: null,
 };
-async function chat(engine: LlamaEngine, seed: number): Promise<number> {
+async function chat(seed: number): Promise<number> {
   const prepared = await engine.prepareChat({ ...request, seed });
   let tokens = 0;
   for await (const delta of engine.chat({ ...request, seed }, prepared, new AbortController().signal)) if (delta.type === "done") tokens = delta.usage.completionTokens;
@@ -119,16 +123,16 @@ async function chat(engine: LlamaEngine, seed: number): Promise<number> {
 
 type Row = { tps: number[]; cpu: number[]; decodes: number; perDecode: number; passes: number; order: string };
 const rows = new Map<string, Row>();
-for (const { engine } of Object.values(variants)) await Promise.all(Array.from({ length: parallel }, (_, i) => chat(engine, i))); // warm-up
+await Promise.all(Array.from({ length: parallel }, (_, i) => chat(i))); // warm-up
 for (let round = 0; round < ROUNDS; round++) {
   const names = Object.keys(variants) as (keyof typeof variants)[];
   for (const name of round % 2 ? names.reverse() : names) {
-    const { engine, batches } = variants[name];
+    useGate(variants[name]);
     for (const n of streams) {
       batches.length = 0;
       const cpu0 = cpuMs();
       const t0 = performance.now();
-      const counts = await Promise.all(Array.from({ length: n }, (_, i) => chat(engine, round * 100 + i)));
+      const counts = await Promise.all(Array.from({ length: n }, (_, i) => chat(round * 100 + i)));
       const tokens = counts.reduce((a, b) => a + b, 0);
       const row = rows.get(`${name} ${n}`) ?? { tps: [], cpu: [], decodes: 0, perDecode: 0, passes: 0, order: "" };
       row.tps.push((tokens / (performance.now() - t0)) * 1000);
@@ -153,4 +157,11 @@ for (const name of Object.keys(variants)) {
     );
   }
 }
-for (const { engine } of Object.values(variants)) await engine.unload();
+for (const n of streams) {
+  const [gated, plain] = [rows.get(`lockstep ${n}`)!, rows.get(`no gate ${n}`)!];
+  console.log(
+    `lockstep vs no gate, ${n} streams: ${(median(gated.tps) / median(plain.tps)).toFixed(2)}x tok/s, ` +
+      `${(median(plain.cpu) / median(gated.cpu)).toFixed(2)}x tokens per CPU second`,
+  );
+}
+await engine.unload();
