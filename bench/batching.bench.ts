@@ -111,6 +111,7 @@ export default async function batchingBench(): Promise<BenchRow[]> {
           cpuRow("CPU: in-process llama vs llama-server, tokens per CPU s, 4 streams", cpu("in-process", 4), cpu("llama-server", 4)),
           cpuRow("CPU: in-process llama vs llama-server, tokens per CPU s, 1 stream", cpu("in-process", 1), cpu("llama-server", 1)),
           cpuRow("CPU: llama-server straight, tokens per CPU s, 4 streams vs 1 (reference)", cpu("llama-server", 4), cpu("llama-server", 1)),
+          cpuRow("CPU: in-process llama parallel 8, tokens per CPU s, 8 streams vs 1 stream", cpu("in-process p8", 8), cpu("in-process", 1)),
           cpuRow("CPU: in-process llama vs llama-server, tokens per CPU s, 8 streams (parallel 8, -np 8)", cpu("in-process p8", 8), cpu("llama-server np8", 8)),
         ]),
   ];
