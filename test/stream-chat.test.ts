@@ -17,6 +17,7 @@ before(async () => {
       { id: "stories", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 4, threads: 1, queueSize: 256 },
       { id: "single", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 1, threads: 1, queueSize: 1 },
       { id: "batching", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 4, threads: 1 },
+      { id: "neighbours", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 4, threads: 1 },
       { id: "lazy", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 1, threads: 1, load: "lazy" },
       { id: "doomed", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 2048, parallel: 1, threads: 1 },
     ],
@@ -186,33 +187,41 @@ test("continuous batching: while 4 streams generate, each llama_decode carries t
       return ((await res.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens;
     }),
   );
-  // Same prompt, temperature 0: the four generate the same number of tokens, so every step can carry all four.
+  // Same prompt, temperature 0: the four generate the same number of tokens. After the decode where all four first
+  // meet (their prompts, in the order they arrived) and up to the last, every decode carries all four, in one pass
+  // (ids ascending by one); before and after, requests that arrived earlier or later run alone.
   assert.equal(new Set(tokens).size, 1);
-  const generation = batches.filter((ids) => ids.length <= 4);
-  const perDecode = generation.reduce((a, ids) => a + ids.length, 0) / generation.length;
-  assert.ok(perDecode >= 3.8, `${perDecode.toFixed(2)} tokens per generation decode (${batches.map((b) => b.length).join(",")})`);
-  assert.ok(batches.length <= tokens[0]! + 4, `${batches.length} llama_decode calls for 4 x ${tokens[0]} tokens`);
-  const onePass = generation.filter((ids) => ids.every((id, i) => i === 0 || id === ids[i - 1]! + 1));
-  assert.ok(onePass.length >= generation.length - 2, `sequence order per decode: ${generation.map((ids) => ids.join("")).join(" ")}`);
+  const full = batches.map((ids, i) => (ids.length === 4 && new Set(ids).size === 4 ? i : -1)).filter((i) => i >= 0);
+  assert.ok(full.length >= tokens[0]! / 2, `${full.length} decodes carried all 4 streams (sizes ${batches.map((b) => b.length).join(",")})`);
+  const steady = batches.slice(full[1], full.at(-1)! + 1);
+  assert.ok(
+    steady.every((ids) => ids.length === 4 && ids.every((id, i) => i === 0 || id === ids[i - 1]! + 1)),
+    `sequence ids per decode while all 4 generate: ${steady.map((ids) => ids.join("")).join(" ")}`,
+  );
+  assert.ok(batches.length <= tokens[0]! + 8, `${batches.length} llama_decode calls for 4 x ${tokens[0]} tokens`);
 });
 
-test("continuous batching: a second concurrent stream takes a sequence next to the busy one, so each decode stays one pass", async () => {
-  const engine = srv.server.ctx.catalog.get("batching").loadedEngine() as LlamaEngine;
-  for (let round = 0; round < 3; round++) {
-    const batches = decodes(engine);
-    const frames = sseFrames(await post({ model: "batching", messages: once, max_tokens: 80, temperature: 1, seed: round, stream: true }));
-    while (!(await frames.next()).value?.choices?.[0]?.delta?.content);
-    const other = await post({ model: "batching", messages: [{ role: "user", content: `Tom had ${round} dogs` }], max_tokens: 20, temperature: 0 });
-    assert.equal(other.status, 200);
-    await other.json();
-    while (!(await frames.next()).done);
-    const both = batches.filter((ids) => ids.length === 2 && ids[0] !== ids[1]);
-    assert.ok(both.length >= 10, `round ${round}: ${both.length} decodes carried both streams`);
-    assert.ok(
-      both.every((ids) => ids[1] === ids[0]! + 1),
-      `round ${round}: sequence ids per decode: ${both.map((ids) => ids.join("")).join(" ")}`,
-    );
-  }
+test("continuous batching: a second concurrent request takes the free sequence next to the busy one, so each decode stays one pass", async () => {
+  const engine = srv.server.ctx.catalog.get("neighbours").loadedEngine() as LlamaEngine;
+  const complete = async (content: string, max_tokens: number) => {
+    const res = await post({ model: "neighbours", messages: [{ role: "user", content }], max_tokens, temperature: 0 });
+    assert.equal(res.status, 200);
+    await res.json();
+  };
+  // One after another on fresh sequences: 3 gets about 20 tokens, 2 and 1 about 60 each; 0 stays empty.
+  await complete("The cat sat", 16);
+  await complete("A dog ran", 56);
+  await complete("The sun is hot", 56);
+  const batches = decodes(engine);
+  // A stream takes the empty sequence 0. The next request would throw away least on 3 (about 5 tokens' worth less
+  // than on 1, well within what the engine treats as equal), but 1 keeps the busy ids consecutive.
+  const frames = sseFrames(await post({ model: "neighbours", messages: once, max_tokens: 200, temperature: 0, stream: true }));
+  while (!(await frames.next()).value?.choices?.[0]?.delta?.content);
+  await complete("Tom had two dogs", 20);
+  while (!(await frames.next()).done);
+  const both = batches.filter((ids) => ids.length === 2 && ids[0] !== ids[1]);
+  assert.ok(both.length >= 10, `${both.length} decodes carried both requests`);
+  assert.ok(both.every((ids) => ids.join() === "0,1"), `sequence ids per decode: ${both.map((ids) => ids.join("")).join(" ")}`);
 });
 
 test("abort: 200 streams aborted mid-generation free every sequence; the next request is served at once", async () => {

@@ -4,33 +4,35 @@ type TokenIterator = AsyncGenerator<unknown, unknown, unknown>;
 type Step = { value: unknown; inner: TokenIterator; sequenceId: number; resolve: (r: IteratorResult<unknown>) => void; reject: (e: unknown) => void };
 
 /**
- * Makes every decode of a context carry the next token of every sequence that is generating, as llama-server's
- * loop does. node-llama-cpp batches whatever sequences have queued a token when its dispatcher looks, but each
- * sequence samples in its own native job and queues its next token as soon as its own sample is back; the
- * dispatcher then decodes the early ones while the last is still sampling, and that one waits for the next
- * decode. With 4 sequences every decode carried 3 tokens (a third more decodes than needed).
+ * Makes every decode of a context carry the next token of every sequence that is generating, in one llama.cpp pass,
+ * as llama-server's loop does. Without it, node-llama-cpp decodes whatever sequences have queued a token when its
+ * dispatcher looks; each sequence samples in its own native job and queues its next token as soon as its own
+ * sample is back, so the last one back always missed the decode (4 sequences: every decode carried 3 tokens). And
+ * with one KV stream per sequence, llama.cpp computes a batch in one pass only over runs of consecutive, increasing
+ * sequence ids in batch order (llama_batch_allocr::split_equal), while node-llama-cpp's batch order is the order in
+ * which the sequences asked: mostly one pass over the weights per token.
  *
  * The gate holds a sequence's request for its next token until no token of the current step is still on its way
- * and every open generation has asked (or one event-loop turn has passed, so a generation that stalls on
- * something else does not hold the others back); then it lets them all through together. A single generation
- * never waits. Requests arriving in the same event-loop turn as a release join it (node-llama-cpp dispatches on
- * the next turn).
+ * and every open generation has asked (or one event-loop turn has passed, so a generation busy with something
+ * else holds no one back); then it passes the requests on together, in sequence-id order, on the next turn
+ * (requests arriving before then join them; node-llama-cpp queues them in that order and dispatches after).
+ * A single open generation goes straight through.
  */
 export class Lockstep {
   /** Open token iterators (generations in progress). */
   private open = 0;
-  /** Iterators whose token is being decoded or sampled. */
+  /** Requests passed on to node-llama-cpp and not answered yet (their tokens are being decoded or sampled). */
   private inFlight = 0;
+  /** Requests holding for the current step to complete. */
   private waiting: Step[] = [];
-  /** True from a release until the end of that event-loop turn: later requests join the released step. */
-  private joining = false;
+  /** Requests released, to be passed on together at the next turn; non-null while that turn is pending. */
+  private releasing: Step[] | null = null;
   private fallback: NodeJS.Immediate | null = null;
-
-  /** Steps released, and token requests released in them (their ratio is the tokens per decode). */
+  /** Steps passed on, and the requests in them (their ratio is the tokens per decode). */
   private steps = 0;
   private requests = 0;
 
-  /** Open generations (zero once every request has ended, aborted or not), steps and requests released. */
+  /** Open generations (zero once every request has ended, aborted or not), steps and requests passed on. */
   get stats(): { generations: number; steps: number; tokens: number } {
     return { generations: this.open, steps: this.steps, tokens: this.requests };
   }
@@ -53,17 +55,16 @@ export class Lockstep {
       if (closed) return;
       closed = true;
       this.open--;
-      // A request still waiting for this iterator's next token ends with it.
-      const mine = this.waiting.filter((step) => step.inner === inner);
-      this.waiting = this.waiting.filter((step) => step.inner !== inner);
-      for (const step of mine) step.resolve({ done: true, value: undefined });
+      // A request still held for this iterator ends with it.
+      for (const step of this.waiting.filter((s) => s.inner === inner)) step.resolve({ done: true, value: undefined });
+      this.waiting = this.waiting.filter((s) => s.inner !== inner);
       this.check();
     };
     const gated: TokenIterator = {
       next: (value?: unknown) => {
         if (closed) return inner.next(value);
         return new Promise<IteratorResult<unknown>>((resolve, reject) => {
-          this.waiting.push({
+          const step: Step = {
             value,
             inner,
             sequenceId,
@@ -75,9 +76,13 @@ export class Lockstep {
               close();
               reject(err);
             },
-          });
-          if (this.joining || this.open === 1) this.release();
-          else this.check();
+          };
+          if (this.releasing) this.releasing.push(step);
+          else if (this.open === 1 && this.inFlight === 0) this.passOn([step]);
+          else {
+            this.waiting.push(step);
+            this.check();
+          }
         });
       },
       return: (value?: unknown) => {
@@ -95,29 +100,32 @@ export class Lockstep {
     return gated;
   }
 
-  /** Releases the waiting requests when the step is complete: nothing in flight, and everyone asked. */
+  /** Releases the held requests when the step is complete: nothing in flight or releasing, and everyone asked. */
   private check(): void {
-    if (this.inFlight > 0 || this.waiting.length === 0) return;
+    if (this.inFlight > 0 || this.releasing || this.waiting.length === 0) return;
     if (this.waiting.length >= this.open) return this.release();
     // Someone is busy with something else: give it this event-loop turn, then go without it.
     this.fallback ??= setImmediate(() => {
       this.fallback = null;
-      if (this.inFlight === 0 && this.waiting.length > 0) this.release();
+      if (this.inFlight === 0 && !this.releasing && this.waiting.length > 0) this.passOn(this.waiting.splice(0));
     });
   }
 
   private release(): void {
-    // In sequence order: with one KV stream per sequence, llama.cpp computes a batch in one pass only over runs of
-    // consecutive sequence ids in batch order (llama_batch_allocr::split_equal); node-llama-cpp keeps the order
-    // in which the sequences asked, and each asks after the same number of steps from here.
-    const steps = this.waiting.sort((a, b) => a.sequenceId - b.sequenceId);
+    const steps = this.waiting;
     this.waiting = [];
+    this.releasing = steps;
+    setImmediate(() => {
+      this.releasing = null;
+      this.passOn(steps);
+    });
+  }
+
+  private passOn(steps: Step[]): void {
+    // In sequence order: node-llama-cpp queues them in the order asked (each takes the same path from here).
+    steps.sort((a, b) => a.sequenceId - b.sequenceId);
+    this.steps++;
     this.requests += steps.length;
-    if (!this.joining) {
-      this.steps++;
-      this.joining = true;
-      setImmediate(() => (this.joining = false));
-    }
     for (const step of steps) {
       this.inFlight++;
       step.inner.next(step.value).then(
