@@ -40,12 +40,12 @@ export const llamaKind: EngineKind = {
   localFiles: true,
   defaultParallel: () => 4,
   support: (entry) => (entry.capabilities.includes("rerank") ? llamaRerankSupport : llamaChatSupport),
-  async create(entry) {
+  async create(entry, log) {
     if (entry.capabilities.includes("rerank")) {
       const { LlamaRerankEngine } = await import("./llama-rerank-engine.ts");
       return new LlamaRerankEngine(entry);
     }
     const { LlamaEngine } = await import("./llama-engine.ts");
-    return new LlamaEngine(entry);
+    return new LlamaEngine(entry, log);
   },
 };
