@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { revokeKey } from "../src/keys/lifecycle.ts";
 import { displayPrefix, generateKey, newId } from "../src/keys/key-format.ts";
-import { hashKey } from "../src/keys/key-secret.ts";
+import { hashKey } from "../src/store/key-secret.ts";
 import { openStore } from "../src/store/store.ts";
 import { startServer, type TestServer } from "./helpers/server.ts";
 import { freshPostgres, silentLogger } from "./helpers/keys.ts";

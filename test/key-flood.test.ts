@@ -5,7 +5,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { generateKey } from "../src/keys/key-format.ts";
-import { hashKey } from "../src/keys/key-secret.ts";
+import { hashKey } from "../src/store/key-secret.ts";
 import { newId } from "../src/keys/key-format.ts";
 import { openStore } from "../src/store/store.ts";
 import { freshPostgres, silentLogger } from "./helpers/keys.ts";

@@ -8,7 +8,7 @@ import type { AppConfig } from "../src/config/app-config.ts";
 import { openStore } from "../src/store/store.ts";
 import { UsageRecorder } from "../src/store/usage-recorder.ts";
 import { LifecycleError, createAccount, createKey, listKeys, revokeKey, rotateKey, updateAccount } from "../src/keys/lifecycle.ts";
-import { hashKey } from "../src/keys/key-secret.ts";
+import { hashKey } from "../src/store/key-secret.ts";
 import { freshPostgres, silentLogger } from "./helpers/keys.ts";
 import { tempDir } from "./helpers/server.ts";
 

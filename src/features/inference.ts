@@ -8,7 +8,7 @@ import { isClientDisconnect } from "../errors/aborts.ts";
 import type { ChatRequest, EndpointCapability, Engine } from "../engines/engine.ts";
 import { requestSignal } from "../http/request-signal.ts";
 import type { Lease } from "../scheduler/model-runner.ts";
-import type { RequestOutcome } from "../plugins/observability.ts";
+import type { RequestOutcome } from "../http/request-outcome.ts";
 import { currentContext, incomingContext, inSpan, SpanKind, startSpan } from "../telemetry/spans.ts";
 import type { Span } from "@opentelemetry/api";
 

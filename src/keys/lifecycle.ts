@@ -9,7 +9,7 @@ import { isStoreBusy, isStoreUnreachable } from "../store/store-health.ts";
 import type { RevocationBus } from "./revocation-bus.ts";
 import { parseCidr } from "./ip-allowlist.ts";
 import { displayPrefix, generateKey, newId } from "./key-format.ts";
-import { hashKey } from "./key-secret.ts";
+import { hashKey } from "../store/key-secret.ts";
 
 /**
  * Account and key operations shared by the CLI, the admin API and test helpers. Input problems throw

@@ -4,7 +4,7 @@ import type { AuthContext } from "../auth/auth-context.ts";
 import { AppError } from "../errors/app-error.ts";
 import { IpAllowlist } from "../keys/ip-allowlist.ts";
 import { isWellFormedKey } from "../keys/key-format.ts";
-import { hashKey } from "../keys/key-secret.ts";
+import { hashKey } from "../store/key-secret.ts";
 import { bearerToken } from "../http/bearer.ts";
 import type { Store } from "../store/store.ts";
 import { isStoreBusy, isStoreUnreachable } from "../store/store-health.ts";

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from "fastify";
-import { locateModelFiles, missingFilesMessage } from "../catalog/model-files.ts";
+import { locateModelFiles, missingFilesMessage } from "../config/model-files.ts";
 import type { ModelEntry } from "../config/app-config.ts";
 import type { Engine, EngineSupport, PromptCacheStats, UpstreamStats } from "../engines/engine.ts";
 import { DeadlineExceeded } from "../errors/aborts.ts";

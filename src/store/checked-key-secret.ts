@@ -1,6 +1,6 @@
 import type { Kysely } from "kysely";
 import type { AppConfig } from "../config/app-config.ts";
-import { createKeySecretFile, keySecretCheck, keySecretFile, matchesKeySecretCheck, readKeySecret } from "../keys/key-secret.ts";
+import { createKeySecretFile, keySecretCheck, keySecretFile, matchesKeySecretCheck, readKeySecret } from "./key-secret.ts";
 import type { Database } from "./schema.ts";
 import { StoreMetaRepo } from "./store-meta.repo.ts";
 import { StoreStartError } from "./store-start-error.ts";

@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import path from "node:path";
-import type { ModelEntry } from "../config/app-config.ts";
-import { findQuantFile, parseHubRef } from "../config/hub-ref.ts";
+import type { ModelEntry } from "./app-config.ts";
+import { findQuantFile, parseHubRef } from "./hub-ref.ts";
 
 /**
  * Whether a model's files are on disk. A hub quant ref's exact file name is only known once the GGUF is there
