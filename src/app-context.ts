@@ -16,3 +16,10 @@ export interface AppContext {
   /** Called on shutdown, in reverse order of registration. */
   onClose(fn: () => Promise<void> | void): void;
 }
+
+declare module "fastify" {
+  interface FastifyInstance {
+    /** Decorated by server.ts. */
+    ctx: AppContext;
+  }
+}

@@ -12,6 +12,13 @@ import type { RequestOutcome } from "../http/request-outcome.ts";
 import { currentContext, incomingContext, inSpan, SpanKind, startSpan } from "../telemetry/spans.ts";
 import type { Span } from "@opentelemetry/api";
 
+declare module "fastify" {
+  interface FastifyContextConfig {
+    /** Which plan endpoint a /v1 route belongs to (scope checks, usage). */
+    endpoint?: Endpoint;
+  }
+}
+
 /** What a route hands an inference service about its request. */
 export interface RequestScope {
   auth: AuthContext;

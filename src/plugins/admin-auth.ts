@@ -1,12 +1,32 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
+import fp from "fastify-plugin";
 import { AppError } from "../errors/app-error.ts";
 import { bearerToken } from "../http/bearer.ts";
-import "../http/fastify-types.ts";
 import "@fastify/cookie";
-import { consoleCookie, csrfMatches } from "../auth/console-sessions.ts";
+import { ConsoleSessions, consoleCookie, csrfMatches } from "../auth/console-sessions.ts";
 import type { TokenSurface } from "../auth/auth-audit.ts";
 import "./auth.ts";
+
+declare module "fastify" {
+  interface FastifyInstance {
+    /** The console's logins, in this process's memory. */
+    consoleSessions: ConsoleSessions;
+  }
+  interface FastifyRequest {
+    /** Who an admin call comes from (set by the admin scope's auth hook): a console login or the admin token. */
+    adminActor: "console" | "admin-token" | null;
+  }
+}
+
+/** The console's logins and `request.adminActor`, which the hooks below fill in. */
+export const adminAuthPlugin = fp(
+  async (app) => {
+    app.decorate("consoleSessions", new ConsoleSessions());
+    app.decorateRequest("adminActor", null);
+  },
+  { name: "admin-auth" },
+);
 
 function digest(text: string): Buffer {
   return createHash("sha256").update(text).digest();

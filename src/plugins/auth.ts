@@ -10,7 +10,6 @@ import type { Store } from "../store/store.ts";
 import { isStoreBusy, isStoreUnreachable } from "../store/store-health.ts";
 import { AuthAudit } from "../auth/auth-audit.ts";
 import { UnknownKeys } from "../keys/unknown-keys.ts";
-import "../http/fastify-types.ts";
 
 /** API-key authentication, decorated on the app as `apiKeys`; the /v1 scope runs it as its first hook. */
 export interface ApiKeyAuth {
@@ -28,6 +27,10 @@ export interface ApiKeyAuth {
 }
 
 declare module "fastify" {
+  interface FastifyRequest {
+    /** Set by the /v1 scope's auth hook on requests with a valid key; null otherwise. */
+    auth: AuthContext | null;
+  }
   interface FastifyInstance {
     apiKeys: ApiKeyAuth;
     /** The accounts/keys/usage store, for the admin API. */

@@ -1,5 +1,6 @@
 import { Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
+import { documentCallers, metricsCallers } from "../auth/openapi-security.ts";
 import { errorResponses } from "../errors/error.schema.ts";
 import { authenticateMetrics } from "../plugins/admin-auth.ts";
 
@@ -9,6 +10,7 @@ import { authenticateMetrics } from "../plugins/admin-auth.ts";
  */
 export default async function metricsScope(app: FastifyInstance): Promise<void> {
   app.addHook("onRequest", authenticateMetrics);
+  documentCallers(app, metricsCallers);
   app.get(
     "/metrics",
     {

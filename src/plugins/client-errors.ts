@@ -4,8 +4,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { AppError } from "../errors/app-error.ts";
 import { retryHeaders, toEnvelope } from "../errors/envelope.ts";
 import { normalizeIp } from "../keys/ip-allowlist.ts";
-import { newRequestId } from "../plugins/request-id.ts";
-import { securityHeaders } from "./security-headers.ts";
+import { newRequestId } from "./request-id.ts";
+import { securityHeaders } from "../http/security-headers.ts";
 
 /**
  * Answers for requests that never reach a route, in the §7 envelope like every other answer, and always followed by
