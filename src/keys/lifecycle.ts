@@ -7,7 +7,7 @@ import type { Store, StoreTransaction } from "../store/store.ts";
 import { AppError } from "../errors/app-error.ts";
 import { isStoreBusy, isStoreUnreachable } from "../store/store-health.ts";
 import type { RevocationBus } from "./revocation-bus.ts";
-import { parseCidr } from "./ip-allowlist.ts";
+import { parseCidr } from "../config/cidr.ts";
 import { displayPrefix, generateKey, newId } from "./key-format.ts";
 import { hashKey } from "../store/key-secret.ts";
 

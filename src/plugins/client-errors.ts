@@ -3,7 +3,7 @@ import type { Socket } from "node:net";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { AppError } from "../errors/app-error.ts";
 import { retryHeaders, toEnvelope } from "../errors/envelope.ts";
-import { normalizeIp } from "../keys/ip-allowlist.ts";
+import { normalizeIp } from "../auth/ip-allowlist.ts";
 import { newRequestId } from "./request-id.ts";
 import { securityHeaders } from "../http/security-headers.ts";
 

@@ -1,6 +1,6 @@
 import fp from "fastify-plugin";
 import { AppError } from "../errors/app-error.ts";
-import { IpAllowlist, normalizeIp } from "../keys/ip-allowlist.ts";
+import { IpAllowlist, normalizeIp } from "../auth/ip-allowlist.ts";
 
 declare module "fastify" {
   interface FastifyRequest {

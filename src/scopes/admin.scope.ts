@@ -3,7 +3,7 @@ import type { FastifyInstance } from "fastify";
 import { adminCallers, documentCallers } from "../auth/openapi-security.ts";
 import { adminRoutes } from "../features/index.ts";
 import { notFound } from "../http/not-found.ts";
-import { authenticateAdmin } from "../plugins/admin-auth.ts";
+import { authenticateAdmin } from "../auth/admin-auth.plugin.ts";
 import { limitBody } from "../plugins/body-limit.ts";
 
 /**

@@ -2,7 +2,7 @@ import { Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
 import { documentCallers, metricsCallers } from "../auth/openapi-security.ts";
 import { errorResponses } from "../errors/error.schema.ts";
-import { authenticateMetrics } from "../plugins/admin-auth.ts";
+import { authenticateMetrics } from "../auth/admin-auth.plugin.ts";
 
 /**
  * GET /metrics, the Prometheus text format, on the one HTTPS listener (§1: there is no plain-HTTP port). It takes

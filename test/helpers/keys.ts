@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from "fastify";
 import pino from "pino";
 import type { AppConfig } from "../../src/config/app-config.ts";
 import type { Endpoint } from "../../src/config/config.schema.ts";
-import { parseCidr } from "../../src/keys/ip-allowlist.ts";
+import { parseCidr } from "../../src/config/cidr.ts";
 import { createKey as createKeyRecord } from "../../src/keys/lifecycle.ts";
 import { newId } from "../../src/keys/key-format.ts";
 import { openStore } from "../../src/store/store.ts";

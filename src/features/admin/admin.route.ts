@@ -34,7 +34,7 @@ import type { FastifyRequest } from "fastify";
 import type { AuditContext } from "../../keys/lifecycle.ts";
 
 /**
- * Who makes an admin call, for the audit log: a console login or the admin token (plugins/admin-auth.ts sets
+ * Who makes an admin call, for the audit log: a console login or the admin token (auth/admin-auth.plugin.ts sets
  * which), the `x-on-behalf-of` contact when support acts on a customer's request, and the client address.
  */
 function auditOf(request: FastifyRequest): AuditContext {

@@ -6,7 +6,8 @@ import type { AppError } from "../../errors/app-error.ts";
 import { DeadlineExceeded, isClientDisconnect } from "../../errors/aborts.ts";
 import { toAppError } from "../../errors/to-app-error.ts";
 import type { SseStream } from "../../http/sse.ts";
-import { runInference, type RequestScope } from "../inference.ts";
+import { runInference } from "../inference.ts";
+import type { RequestContext } from "../request-context.ts";
 import type { ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, WireToolCall } from "./chat.schema.ts";
 import { toChatRequest } from "./chat.shape.ts";
 import { StreamBatcher, type OutputDelta } from "./stream-batcher.ts";
@@ -73,18 +74,18 @@ export interface CollectedChat {
 }
 
 /** Runs a chat request to its end through the scheduler and collects its output (non-streaming wire formats). */
-export async function collectChat(ctx: AppContext, scope: RequestScope, model: string, chatReq: ChatRequest): Promise<CollectedChat> {
+export async function collectChat(ctx: AppContext, request: RequestContext, model: string, chatReq: ChatRequest): Promise<CollectedChat> {
   const req = { ...chatReq, buffered: true };
   let created = 0;
-  const output = await runInference(ctx, scope, {
+  const output = await runInference(ctx, request, {
     model,
     chat: req,
     input: { kind: "chat", req },
-    prepare: (engine, signal) => prepareChat(engine, req, scope.auth.plan, signal),
+    prepare: (engine, signal) => prepareChat(engine, req, request.auth.plan, signal),
     run: async (engine, prepared, signal) => {
       created = Math.floor(Date.now() / 1000);
       const acc = new Accumulator();
-      const timer = new GenerationTimer(ctx.metrics, model, scope);
+      const timer = new GenerationTimer(ctx.metrics, model, request);
       try {
         for await (const delta of engine.chat!(req, prepared, signal)) {
           if (delta.type !== "done") timer.piece();
@@ -106,9 +107,9 @@ export async function collectChat(ctx: AppContext, scope: RequestScope, model: s
 }
 
 /** §4.2 non-streaming: runs the generation to its end and returns the chat completion object. */
-export async function completeChat(ctx: AppContext, scope: RequestScope, body: ChatCompletionRequest): Promise<ChatCompletion> {
-  const req = toChatRequest(body, scope.auth.plan);
-  const { output: acc, created } = await collectChat(ctx, scope, body.model, req);
+export async function completeChat(ctx: AppContext, request: RequestContext, body: ChatCompletionRequest): Promise<ChatCompletion> {
+  const req = toChatRequest(body, request.auth.plan);
+  const { output: acc, created } = await collectChat(ctx, request, body.model, req);
   const hasCalls = acc.toolCalls.length > 0;
   return {
     id: `chatcmpl-${randomUUID()}`,
@@ -149,19 +150,19 @@ export interface ChatStreamWriter {
  * first delta (or a keep-alive while queued), so any error before it is a normal JSON error (thrown to the error
  * handler); after it, errors go to `writer.fail`, and an unexpected one is logged here, once, with the request id.
  */
-export async function streamChatTo(ctx: AppContext, scope: RequestScope, model: string, req: ChatRequest, sse: SseStream, writer: ChatStreamWriter): Promise<void> {
+export async function streamChatTo(ctx: AppContext, request: RequestContext, model: string, req: ChatRequest, sse: SseStream, writer: ChatStreamWriter): Promise<void> {
   const failStream = (err: unknown) => {
     const { appError, unexpected, disconnected } = toAppError(err);
     // A client that left has no error code: nobody was answered one.
-    if (scope.outcome && !disconnected) scope.outcome.errorCode = appError.code;
-    if (isClientDisconnect(err)) scope.log.debug("client disconnected during the stream");
-    else if (unexpected) scope.log.error({ err }, "chat stream failed after the response was committed");
+    if (request.outcome && !disconnected) request.outcome.errorCode = appError.code;
+    if (isClientDisconnect(err)) request.log.debug("client disconnected during the stream");
+    else if (unexpected) request.log.error({ err }, "chat stream failed after the response was committed");
     writer.fail(appError);
   };
 
   const run = async (engine: Engine, prepared: PreparedChat, signal: AbortSignal) => {
     const acc = new Accumulator();
-    const timer = new GenerationTimer(ctx.metrics, model, scope);
+    const timer = new GenerationTimer(ctx.metrics, model, request);
     let started = false;
     const batcher = new StreamBatcher((delta) => writer.delta(delta));
     const finish = (reason: FinishReason) => {
@@ -201,11 +202,11 @@ export async function streamChatTo(ctx: AppContext, scope: RequestScope, model: 
   };
 
   try {
-    await runInference(ctx, scope, {
+    await runInference(ctx, request, {
       model,
       chat: req,
       input: { kind: "chat", req },
-      prepare: (engine, signal) => prepareChat(engine, req, scope.auth.plan, signal),
+      prepare: (engine, signal) => prepareChat(engine, req, request.auth.plan, signal),
       // Waiting in the queue: `: keep-alive` comments every 15 s keep proxies from closing the connection.
       onQueued: () => sse.keepAliveUntilFirstFrame(),
       run,
@@ -219,8 +220,8 @@ export async function streamChatTo(ctx: AppContext, scope: RequestScope, model: 
 }
 
 /** §4.2 + §6 streaming: chat completion chunks, the usage chunk when asked for, then `data: [DONE]`. */
-export async function streamChat(ctx: AppContext, scope: RequestScope, body: ChatCompletionRequest, sse: SseStream): Promise<void> {
-  const req = toChatRequest(body, scope.auth.plan);
+export async function streamChat(ctx: AppContext, request: RequestContext, body: ChatCompletionRequest, sse: SseStream): Promise<void> {
+  const req = toChatRequest(body, request.auth.plan);
   const includeUsage = body.stream_options?.include_usage === true;
   const withLogprobs = req.topLogprobs !== null;
   const id = `chatcmpl-${randomUUID()}`;
@@ -235,7 +236,7 @@ export async function streamChat(ctx: AppContext, scope: RequestScope, body: Cha
     choices: [{ index: 0, delta, logprobs: withLogprobs && logprobs ? { content: logprobs } : null, finish_reason: finishReason }],
     ...(includeUsage ? { usage: null } : {}),
   });
-  await streamChatTo(ctx, scope, body.model, req, sse, {
+  await streamChatTo(ctx, request, body.model, req, sse, {
     start: () => sse.send(chunk({ role: "assistant", content: "" }, null)),
     delta: (delta) => {
       if (delta.type === "content") sse.send(chunk({ content: delta.text }, null, delta.logprobs ?? []));

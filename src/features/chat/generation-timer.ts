@@ -1,5 +1,5 @@
 import type { Metrics } from "../../metrics/metrics.ts";
-import type { RequestScope } from "../inference.ts";
+import type { RequestContext } from "../request-context.ts";
 
 /**
  * Times one generation as its deltas arrive from the engine: time to first token (from the request's arrival),
@@ -12,15 +12,15 @@ export class GenerationTimer {
   constructor(
     private readonly metrics: Metrics,
     private readonly model: string,
-    private readonly scope: RequestScope,
+    private readonly request: RequestContext,
   ) {}
 
   piece(): void {
     const now = performance.now();
     if (this.first === null) {
       this.first = now;
-      const ttftMs = this.scope.elapsedMs();
-      if (this.scope.outcome) this.scope.outcome.ttftMs = ttftMs;
+      const ttftMs = this.request.elapsedMs();
+      if (this.request.outcome) this.request.outcome.ttftMs = ttftMs;
       this.metrics.ttft.observe({ model: this.model }, ttftMs / 1000);
     } else {
       this.metrics.interToken.observe({ model: this.model }, (now - this.last) / 1000);

@@ -5,7 +5,7 @@ import { consoleCookie } from "../../auth/console-sessions.ts";
 import { consoleLogin } from "../../auth/openapi-security.ts";
 import { errorResponses } from "../../errors/error.schema.ts";
 import { AppError } from "../../errors/app-error.ts";
-import { authenticateAdmin, checkAdminToken } from "../../plugins/admin-auth.ts";
+import { authenticateAdmin, checkAdminToken } from "../../auth/admin-auth.plugin.ts";
 
 const LoginBody = Type.Object({ token: Type.String({ minLength: 1, maxLength: 4096 }) }, { additionalProperties: false });
 const SessionAnswer = Type.Object({
@@ -22,7 +22,7 @@ function setLoginCookie(reply: FastifyReply, id: string, maxAgeMs: number): void
 
 /**
  * The console's login (spec §2.9): the admin token, once, for an HttpOnly, Secure, SameSite=Strict cookie. The
- * console then calls the admin API with that cookie (plugins/admin-auth.ts), with the login's CSRF token on every
+ * console then calls the admin API with that cookie (auth/admin-auth.plugin.ts), with the login's CSRF token on every
  * change.
  */
 export default async function consoleLoginRoutes(app: FastifyInstance): Promise<void> {

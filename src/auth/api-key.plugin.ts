@@ -1,14 +1,14 @@
 import fp from "fastify-plugin";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import type { AuthContext } from "../auth/auth-context.ts";
+import type { AuthContext } from "./auth-context.ts";
 import { AppError } from "../errors/app-error.ts";
-import { IpAllowlist } from "../keys/ip-allowlist.ts";
+import { IpAllowlist } from "./ip-allowlist.ts";
 import { isWellFormedKey } from "../keys/key-format.ts";
 import { hashKey } from "../store/key-secret.ts";
-import { bearerToken } from "../http/bearer.ts";
+import { bearerToken } from "./bearer.ts";
 import type { Store } from "../store/store.ts";
 import { isStoreBusy, isStoreUnreachable } from "../store/store-health.ts";
-import { AuthAudit } from "../auth/auth-audit.ts";
+import { AuthAudit } from "./auth-audit.ts";
 import { UnknownKeys } from "../keys/unknown-keys.ts";
 
 /** API-key authentication, decorated on the app as `apiKeys`; the /v1 scope runs it as its first hook. */

@@ -2,11 +2,11 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import fp from "fastify-plugin";
 import { AppError } from "../errors/app-error.ts";
-import { bearerToken } from "../http/bearer.ts";
+import { bearerToken } from "./bearer.ts";
 import "@fastify/cookie";
-import { ConsoleSessions, consoleCookie, csrfMatches } from "../auth/console-sessions.ts";
-import type { TokenSurface } from "../auth/auth-audit.ts";
-import "./auth.ts";
+import { ConsoleSessions, consoleCookie, csrfMatches } from "./console-sessions.ts";
+import type { TokenSurface } from "./auth-audit.ts";
+import "./api-key.plugin.ts";
 
 declare module "fastify" {
   interface FastifyInstance {

@@ -1,8 +1,6 @@
 import { BlockList, isIP } from "node:net";
 import { parseCidr } from "../config/cidr.ts";
 
-export { parseCidr };
-
 /** "::ffff:10.1.2.3" (an IPv4 client on a dual-stack socket) -> "10.1.2.3". */
 export function normalizeIp(ip: string): string {
   if (!ip.startsWith("::")) return ip;

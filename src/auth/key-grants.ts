@@ -23,7 +23,8 @@ export function globMatch(pattern: string, value: string): boolean {
   return re === null ? pattern === value : re.test(value);
 }
 
-function modelAllowed(auth: AuthContext, modelId: string): boolean {
+/** Whether the key and its plan grant this model (GET /v1/models lists only those). */
+export function grantsModel(auth: AuthContext, modelId: string): boolean {
   if (!auth.plan.models.some((p) => globMatch(p, modelId))) return false;
   return auth.modelScopes === null || auth.modelScopes.some((p) => globMatch(p, modelId));
 }
@@ -32,26 +33,21 @@ function modelAllowed(auth: AuthContext, modelId: string): boolean {
  * Whether the key and its plan may use this endpoint on this node. A key bound to a dedicated deployment
  * may call rerank on its own node whatever its plan (decisions.md).
  */
-export function endpointAllowed(auth: AuthContext, endpoint: Endpoint, nodeDeployment: string): boolean {
+export function grantsEndpoint(auth: AuthContext, endpoint: Endpoint, nodeDeployment: string): boolean {
   if (auth.endpointScopes !== null && !auth.endpointScopes.includes(endpoint)) return false;
   if (auth.plan.endpoints.includes(endpoint)) return true;
   return endpoint === "rerank" && auth.deployment !== null && auth.deployment === nodeDeployment;
 }
 
-/** Whether the key may call this model at all (used to filter GET /v1/models). */
-export function canUseModel(auth: AuthContext, modelId: string): boolean {
-  return modelAllowed(auth, modelId);
-}
-
-/** 403 model_not_in_plan (param "model") when the endpoint or the model is outside the key's or plan's scope. */
-export function assertScope(auth: AuthContext, endpoint: Endpoint, modelId: string, nodeDeployment: string): void {
-  if (!endpointAllowed(auth, endpoint, nodeDeployment)) {
+/** 403 model_not_in_plan (param "model") when the key or its plan does not grant the endpoint or the model. */
+export function assertGranted(auth: AuthContext, endpoint: Endpoint, modelId: string, nodeDeployment: string): void {
+  if (!grantsEndpoint(auth, endpoint, nodeDeployment)) {
     throw new AppError("model_not_in_plan", {
       param: "model",
       message: `This key's plan does not include the ${endpoint} endpoint.`,
     });
   }
-  if (!modelAllowed(auth, modelId)) {
+  if (!grantsModel(auth, modelId)) {
     throw new AppError("model_not_in_plan", { param: "model", message: `This key may not use the model '${modelId}'.` });
   }
 }
