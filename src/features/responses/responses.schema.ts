@@ -53,7 +53,7 @@ export const FunctionTool = Type.Object({
   strict: Maybe(Type.Boolean()),
 });
 
-/** The OpenAI API's built-in tools: recognised so the refusal names the tool's type (responses.shape.ts), never run. */
+/** The OpenAI API's built-in tools: recognised so the refusal names the tool's type (responses.request.ts), never run. */
 export const builtInToolTypes = [
   "web_search",
   "web_search_preview",

@@ -1,11 +1,11 @@
 import type { AppContext } from "../../app-context.ts";
 import type { SseStream } from "../../http/sse.ts";
-import { collectChat, streamChatTo } from "../chat/chat.service.ts";
+import { collectChat, streamChatTo } from "../generation/run-chat.ts";
 import type { RequestContext } from "../request-context.ts";
 import { endStatus, outputItemsOf, ResponseHead } from "./response-object.ts";
 import { ResponseStreamWriter } from "./response-stream.ts";
 import type { CreateResponseRequest, ResponseObject } from "./responses.schema.ts";
-import { toResponseChatRequest } from "./responses.shape.ts";
+import { toResponseChatRequest } from "./responses.request.ts";
 
 /** POST /v1/responses without stream: the generation runs on the chat path, and the output comes back as items. */
 export async function createResponse(ctx: AppContext, request: RequestContext, body: CreateResponseRequest): Promise<ResponseObject> {

@@ -1,5 +1,5 @@
 import type { AppContext } from "../../app-context.ts";
-import { toChatRequest } from "../chat/chat.shape.ts";
+import { toChatRequest } from "../chat/chat.request.ts";
 import type { ChatCompletionRequest } from "../chat/chat.schema.ts";
 import { prepareInference } from "../inference.ts";
 import type { RequestContext } from "../request-context.ts";

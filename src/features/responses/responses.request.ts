@@ -1,7 +1,7 @@
 import type { Plan } from "../../config/app-config.ts";
 import type { ChatMessage, ChatRequest, ContentPart } from "../../engines/engine.ts";
-import { checkOutputCap, invalid, toResponseFormat, toToolChoice } from "../chat/chat.shape.ts";
-import { decodeImagePart } from "../chat/image-parts.ts";
+import { checkOutputCap, invalid, toResponseFormat, toToolChoice } from "../generation/generation.request.ts";
+import { decodeImagePart } from "../generation/image-parts.ts";
 import type { CreateResponseRequest, InputItem } from "./responses.schema.ts";
 
 type Message = Extract<InputItem, { role: string }>;

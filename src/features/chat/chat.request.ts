@@ -1,12 +1,8 @@
 import type { Plan } from "../../config/app-config.ts";
-import type { ChatMessage, ChatRequest, ContentPart, ToolChoice, ToolDefinition } from "../../engines/engine.ts";
-import { AppError } from "../../errors/app-error.ts";
-import type { ChatCompletionRequest, ChatMessageBody, ResponseFormatBody } from "./chat.schema.ts";
-import { decodeImagePart } from "./image-parts.ts";
-
-export function invalid(param: string, message: string): never {
-  throw new AppError("invalid_parameter", { param, message });
-}
+import type { ChatMessage, ChatRequest, ContentPart } from "../../engines/engine.ts";
+import { checkOutputCap, invalid, toResponseFormat, toToolChoice } from "../generation/generation.request.ts";
+import { decodeImagePart } from "../generation/image-parts.ts";
+import type { ChatCompletionRequest, ChatMessageBody } from "./chat.schema.ts";
 
 function toContent(message: ChatMessageBody, i: number): string | ContentPart[] | null {
   const content = message.content ?? null;
@@ -33,35 +29,6 @@ function toMessage(message: ChatMessageBody, i: number): ChatMessage {
   if (content === null) invalid(`messages[${i}].content`, `A ${message.role} message needs content.`);
   if (message.tool_calls) invalid(`messages[${i}].tool_calls`, "Only assistant messages carry tool_calls.");
   return { role, content };
-}
-
-/** The plan's output cap (`maxOutputTokens`) bounds the requested completion length. */
-export function checkOutputCap(maxTokens: number | null, param: string, plan: Plan): void {
-  if (maxTokens !== null && plan.maxOutputTokens !== null && maxTokens > plan.maxOutputTokens) {
-    invalid(param, `${param} may be at most ${plan.maxOutputTokens} on this plan.`);
-  }
-}
-
-/** Checks the declared tools (no name twice) and resolves `tool_choice` against them. */
-export function toToolChoice(tools: ToolDefinition[], nameParam: (i: number) => string, choice: ToolChoice | null | undefined): ToolChoice {
-  const names = new Set<string>();
-  tools.forEach((t, i) => {
-    if (names.has(t.name)) invalid(nameParam(i), `The function name '${t.name}' is declared twice.`);
-    names.add(t.name);
-  });
-  if (choice == null) return tools.length > 0 ? "auto" : "none";
-  if (typeof choice === "object" && !names.has(choice.name)) invalid("tool_choice", `tool_choice names '${choice.name}', which is not in tools.`);
-  if (choice === "required" && tools.length === 0) invalid("tool_choice", "tool_choice required needs tools.");
-  return choice;
-}
-
-/** `response_format` (chat) or `text.format` (responses) as the engine takes it; `param` names it in errors. */
-export function toResponseFormat(body: ResponseFormatBody | null | undefined, param: string): Pick<ChatRequest, "responseFormat" | "jsonSchema"> {
-  const type = body?.type ?? "text";
-  if (type !== "json_schema") return { responseFormat: type };
-  const spec = body?.json_schema;
-  if (!spec) invalid(`${param}.json_schema`, "response_format json_schema needs json_schema: {name, schema}.");
-  return { responseFormat: type, jsonSchema: { name: spec.name, schema: spec.schema ?? null, strict: spec.strict ?? false } };
 }
 
 /**
