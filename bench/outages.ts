@@ -9,10 +9,10 @@
 import { readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { createKey, freshPostgres, redisTestUrl } from "../test/helpers/keys.ts";
-import { testConfig } from "../test/helpers/config.ts";
-import { requester, spawnServer, tempDir, trustingFetch } from "../test/helpers/server.ts";
-import { TcpProxy } from "../test/helpers/tcp-proxy.ts";
+import { createKey, freshPostgres, redisTestUrl } from "../harness/keys.ts";
+import { testConfig } from "../harness/config.ts";
+import { requester, spawnServer, tempDir, trustingFetch } from "../harness/server.ts";
+import { TcpProxy } from "../harness/tcp-proxy.ts";
 
 const { values } = parseArgs({ options: { rate: { type: "string", default: "20" }, seconds: { type: "string", default: "6" } } });
 const rate = Number(values.rate);

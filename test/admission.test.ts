@@ -11,9 +11,9 @@ import type { ChatDelta, Engine, EngineSupport } from "../src/engines/engine.ts"
 import type { EngineKind } from "../src/engines/engine-kind.ts";
 import { builtInEngines } from "../src/engines/registry.ts";
 import type { OnnxWhisperEngine } from "../src/engines/onnx/whisper-engine.ts";
-import { repeatedJfk } from "./helpers/audio.ts";
-import { testConfig } from "./helpers/config.ts";
-import { modelsDir, runCli, startServer, tempDir, writeConfig } from "./helpers/server.ts";
+import { repeatedJfk } from "../harness/audio.ts";
+import { testConfig } from "../harness/config.ts";
+import { modelsDir, runCli, startServer, tempDir, writeConfig } from "../harness/server.ts";
 import { recordingEngines } from "./helpers/engines.ts";
 import { holdSlot } from "./helpers/runner.ts";
 import { until } from "./helpers/wait-for.ts";

@@ -5,8 +5,8 @@ import { revokeKey } from "../src/keys/lifecycle.ts";
 import { displayPrefix, generateKey, newId } from "../src/keys/key-format.ts";
 import { hashKey } from "../src/store/key-secret.ts";
 import { openStore } from "../src/store/store.ts";
-import { startServer, type TestServer } from "./helpers/server.ts";
-import { freshPostgres, silentLogger } from "./helpers/keys.ts";
+import { startServer, type TestServer } from "../harness/server.ts";
+import { freshPostgres, silentLogger } from "../harness/keys.ts";
 import { errorOf } from "./helpers/errors.ts";
 import { until } from "./helpers/wait-for.ts";
 

@@ -9,7 +9,7 @@ import type { ModelEntry } from "../src/config/app-config.ts";
 import type { Engine } from "../src/engines/engine.ts";
 import { llamaChatSupport } from "../src/engines/llama/llama.kind.ts";
 import { AppError } from "../src/errors/app-error.ts";
-import { startServer, modelsDir, type TestServer } from "./helpers/server.ts";
+import { startServer, modelsDir, type TestServer } from "../harness/server.ts";
 import { modelEntry } from "./helpers/model-entry.ts";
 import { holdSlot } from "./helpers/runner.ts";
 import { until } from "./helpers/wait-for.ts";

@@ -2,7 +2,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
 import OpenAI from "openai";
-import { startServer, modelsDir, type TestServer } from "./helpers/server.ts";
+import { startServer, modelsDir, type TestServer } from "../harness/server.ts";
 import { recordingEngines } from "./helpers/engines.ts";
 import type { LlamaEngine } from "../src/engines/llama/llama-engine.ts";
 import { parseSse, sseFrames } from "./helpers/sse.ts";

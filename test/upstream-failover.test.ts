@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import path from "node:path";
 import { after, before, test } from "node:test";
-import { testConfig } from "./helpers/config.ts";
-import { createKey } from "./helpers/keys.ts";
-import { modelsDir, spawnServer, startServer, tempDir, type SpawnedServer, type TestServer } from "./helpers/server.ts";
-import { shapedModel } from "./helpers/shaped-model.ts";
+import { testConfig } from "../harness/config.ts";
+import { createKey } from "../harness/keys.ts";
+import { modelsDir, spawnServer, startServer, tempDir, type SpawnedServer, type TestServer } from "../harness/server.ts";
+import { shapedModel } from "../harness/shaped-model.ts";
 import { parseSse } from "./helpers/sse.ts";
 
 /**

@@ -1,7 +1,7 @@
 import type { Engine } from "../../src/engines/engine.ts";
 import type { EngineKind } from "../../src/engines/engine-kind.ts";
 import { builtInEngines, EngineRegistry } from "../../src/engines/registry.ts";
-import type { TestServer } from "./server.ts";
+import type { TestServer } from "../../harness/server.ts";
 
 /** The built-in engine kinds, each remembering the engine it last built per model id. */
 export interface RecordingEngines {

@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import { homedir } from "node:os";
 import path from "node:path";
 
-const forge = path.resolve(import.meta.dirname, "../../../shared/tools/forge/shaped.mjs");
+const forge = path.resolve(import.meta.dirname, "../../shared/tools/forge/shaped.mjs");
 
 /**
  * The SmolLM2-135M-shaped GGUF (random weights, never stops early: N tokens asked, N generated), written once

@@ -1,13 +1,12 @@
 import { randomBytes } from "node:crypto";
 import type { FastifyBaseLogger } from "fastify";
 import pino from "pino";
-import type { AppConfig } from "../../src/config/app-config.ts";
-import type { Endpoint } from "../../src/config/config.schema.ts";
-import { parseCidr } from "../../src/config/cidr.ts";
-import { createKey as createKeyRecord } from "../../src/keys/lifecycle.ts";
-import { newId } from "../../src/keys/key-format.ts";
-import { openStore } from "../../src/store/store.ts";
-import type { Server } from "../../src/server.ts";
+import type { AppConfig } from "../src/config/app-config.ts";
+import type { Endpoint } from "../src/config/config.schema.ts";
+import { parseCidr } from "../src/config/cidr.ts";
+import { createKey as createKeyRecord } from "../src/keys/lifecycle.ts";
+import { newId } from "../src/keys/key-format.ts";
+import { openStore } from "../src/store/store.ts";
 
 export interface CreateKeyOptions {
   plan?: string;
@@ -85,19 +84,4 @@ export async function freshPostgres(): Promise<{ url: string; drop(): Promise<vo
       }
     },
   };
-}
-
-/**
- * The usage a key has recorded, as [model, endpoint, requests, promptTokens, completionTokens] rows, read from the
- * server's own store after its pending batch is flushed.
- */
-export async function usageRows(server: Server, config: AppConfig, accountId: string, keyId: string): Promise<[string, string, number, number, number][]> {
-  await server.ctx.usage.flush();
-  const store = await openStore(config, silentLogger());
-  try {
-    const rows = (await store.usage.summary(accountId)).filter((r) => r.keyId === keyId);
-    return rows.map((r) => [r.model, r.endpoint, r.requests, r.promptTokens, r.completionTokens]);
-  } finally {
-    await store.close();
-  }
 }

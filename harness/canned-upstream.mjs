@@ -1,4 +1,4 @@
-// A fixed, fast OpenAI-style upstream for the gateway benchmarks: every chat request gets the same canned
+// A fixed, fast OpenAI-style upstream for the gateway benchmarks and the upstream tests: every chat request gets the same canned
 // completion, as JSON or (stream: true) as the chunks an OpenAI-style server sends. `node canned-upstream.mjs [PORT]`;
 // prints its port.
 import { createServer } from "node:http";

@@ -6,12 +6,12 @@ import { Agent } from "undici";
 import OpenAI from "openai";
 import YAML from "yaml";
 import { testConfig } from "./config.ts";
-import { buildConfig } from "../../src/config/load-config.ts";
-import type { AppConfig } from "../../src/config/app-config.ts";
-import { buildServer, type Server, type ServerOptions } from "../../src/server.ts";
+import { buildConfig } from "../src/config/load-config.ts";
+import type { AppConfig } from "../src/config/app-config.ts";
+import { buildServer, type Server, type ServerOptions } from "../src/server.ts";
 import { createKey, type CreateKeyOptions } from "./keys.ts";
 
-export const repoRoot = path.resolve(import.meta.dirname, "../..");
+export const repoRoot = path.resolve(import.meta.dirname, "..");
 export const modelsDir = path.resolve(repoRoot, "../shared/models");
 export const cliPath = path.join(repoRoot, "bin/modelgate.js");
 
