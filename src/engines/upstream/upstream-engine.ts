@@ -16,6 +16,7 @@ import type {
   TranscribeRequest,
   Transcript,
 } from "../engine.ts";
+import { conversationKey } from "./affinity-key.ts";
 import { ChunkReader, toWireChat, type WireChunk } from "./chat-wire.ts";
 import { embeddingsCall, readEmbeddings, readRerank, rerankCall, transcriptionForm, readTranscript } from "./endpoint-wire.ts";
 import { countPrompt, llamaServerContext, type TokenizeStrategy } from "./prompt-counter.ts";
@@ -89,6 +90,7 @@ export class UpstreamEngine implements Engine {
       maxWaitMs: parseDuration(o.retry?.maxWait ?? "20s"),
       healthIntervalMs: parseDuration(o.health?.interval ?? "5s"),
       healthPath: o.health?.path ?? (modelgate ? "/healthz" : "/health"),
+      loadFactor: o.affinity?.loadFactor ?? 1.25,
     });
     this.pool.startHealthChecks();
   }
@@ -115,8 +117,8 @@ export class UpstreamEngine implements Engine {
   }
 
   /** One whole call on the pool (retried by its rules), for answers that are not streamed to the client. */
-  private async call<T>(signal: AbortSignal, fn: (client: UpstreamClient) => Promise<T>): Promise<T> {
-    const lease = await this.requirePool().acquire(signal, (member) => fn(member.client));
+  private async call<T>(signal: AbortSignal, fn: (client: UpstreamClient) => Promise<T>, key: number | null = null): Promise<T> {
+    const lease = await this.requirePool().acquire(signal, (member) => fn(member.client), key);
     lease.release();
     return lease.value;
   }
@@ -144,18 +146,27 @@ export class UpstreamEngine implements Engine {
    * the steps before it (connect, headers, the first event) are.
    */
   async *chat(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
+    const key = this.options.routing === "prefix-affinity" ? conversationKey(req.messages) : null;
     if (req.buffered) {
-      yield* await this.call(signal, async (client) => {
-        const deltas: ChatDelta[] = [];
-        for await (const delta of this.streamFrom(client, req, prepared, signal)) deltas.push(delta);
-        return deltas;
-      });
+      yield* await this.call(
+        signal,
+        async (client) => {
+          const deltas: ChatDelta[] = [];
+          for await (const delta of this.streamFrom(client, req, prepared, signal)) deltas.push(delta);
+          return deltas;
+        },
+        key,
+      );
       return;
     }
-    const lease = await this.requirePool().acquire(signal, async (member) => {
-      const stream = this.streamFrom(member.client, req, prepared, signal);
-      return { stream, first: await stream.next() };
-    });
+    const lease = await this.requirePool().acquire(
+      signal,
+      async (member) => {
+        const stream = this.streamFrom(member.client, req, prepared, signal);
+        return { stream, first: await stream.next() };
+      },
+      key,
+    );
     try {
       const { stream, first } = lease.value;
       if (first.done) return;
