@@ -29,11 +29,11 @@ export interface PoolLease<T> {
 
 /**
  * A model's upstreams as one pool: routing (least outstanding requests per weight, weighted round robin, round
- * robin, or prefix affinity: the conversation's key on a consistent-hash ring with bounded loads, see
- * affinity-ring.ts; never above an upstream's maxInFlight), passive and active health (PoolMember), and retries by the §7
- * client rules: only `UpstreamUnavailable` (429, 5xx, network errors, timeouts) is retried, on another upstream
- * at once when there is one, else on the same after an exponential backoff with jitter and at least its
- * Retry-After, within `attempts` and `maxWaitMs`. 4xx answers are never retried, and a request is never retried
+ * robin, or prefix affinity: the conversation's key on a consistent-hash ring with bounded loads, affinity-ring.ts;
+ * never above an upstream's maxInFlight), passive and active health (PoolMember), and retries by the §7 client rules:
+ * only `UpstreamUnavailable` (429, 5xx, network errors, timeouts) is retried, on another upstream at once when there
+ * is one, else on the same after an exponential backoff with jitter and at least its Retry-After, within `attempts`
+ * and `maxWaitMs`. 4xx answers are never retried, and a request is never retried
  * once its establish step has succeeded (callers put everything before their first byte to the client there).
  */
 export class UpstreamPool {
