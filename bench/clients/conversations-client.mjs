@@ -105,5 +105,11 @@ console.log(
     firstPrompt: Math.round(sum(chats.map((c) => c.prompts[0])) / N),
     lastPrompt: Math.round(sum(chats.map((c) => c.prompts.at(-1))) / N),
     wallMs,
+    // Per round: what each upstream evaluated and served, and the round's TTFTs (ms, sorted), for diagnosis.
+    rounds: snapshots.slice(1).map((after, r) => ({
+      evaluated: diff(after, snapshots[r], "evaluated"),
+      requests: diff(after, snapshots[r], "predicted").map((p) => p / ANSWER),
+      ttft: chats.map((c) => Math.round(c.ttft[r])).sort((a, b) => a - b),
+    })),
   }),
 );
