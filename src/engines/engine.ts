@@ -199,6 +199,15 @@ export interface UpstreamStats {
   latencyMs: number | null;
   /** Failed calls and health checks since start. */
   failuresTotal: number;
+  /** Pools with `routing: prefix-affinity`: attempts placed here since load, by why it was chosen. */
+  affinity?: AffinityPlacements;
+}
+
+/** Attempts placed on an upstream: as the key's ring owner, spilled from a busier owner, or as a retry. */
+export interface AffinityPlacements {
+  owner: number;
+  spill: number;
+  retry: number;
 }
 
 /**

@@ -17,6 +17,7 @@ import type {
   TranscribeRequest,
   Transcript,
 } from "../engine.ts";
+import { conversationKey } from "./affinity-key.ts";
 import { ChunkReader, toWireChat, type WireChunk } from "./chat-wire.ts";
 import { embeddingsCall, readEmbeddings, readRerank, rerankCall, transcriptionForm, readTranscript } from "./endpoint-wire.ts";
 import { countPrompt, llamaServerContext, type TokenizeStrategy } from "./prompt-counter.ts";
@@ -94,6 +95,7 @@ export class UpstreamEngine implements Engine {
       maxWaitMs: parseDuration(o.retry?.maxWait ?? "20s"),
       healthIntervalMs: parseDuration(o.health?.interval ?? "5s"),
       healthPath: o.health?.path ?? (modelgate ? "/healthz" : "/health"),
+      loadFactor: o.affinity?.loadFactor ?? 1.25,
     });
     this.pool.startHealthChecks();
   }
@@ -123,17 +125,21 @@ export class UpstreamEngine implements Engine {
    * The pool's acquire, with every failed attempt logged against its upstream (the client's message names none),
    * and a failure of the pool itself (every upstream ejected) logged with each upstream's state.
    */
-  private async acquire<T>(signal: AbortSignal, establish: (client: UpstreamClient) => Promise<T>): Promise<PoolLease<T>> {
+  private async acquire<T>(signal: AbortSignal, establish: (client: UpstreamClient) => Promise<T>, key: number | null = null): Promise<PoolLease<T>> {
     const pool = this.requirePool();
     try {
-      return await pool.acquire(signal, async (member) => {
-        try {
-          return await establish(member.client);
-        } catch (err) {
-          this.report(err, member.client.origin);
-          throw err;
-        }
-      });
+      return await pool.acquire(
+        signal,
+        async (member) => {
+          try {
+            return await establish(member.client);
+          } catch (err) {
+            this.report(err, member.client.origin);
+            throw err;
+          }
+        },
+        key,
+      );
     } catch (err) {
       this.report(err, pool.stats().map((s) => `${s.url} (${s.state})`).join(", "));
       throw err;
@@ -152,8 +158,8 @@ export class UpstreamEngine implements Engine {
   }
 
   /** One whole call on the pool (retried by its rules), for answers that are not streamed to the client. */
-  private async call<T>(signal: AbortSignal, fn: (client: UpstreamClient) => Promise<T>): Promise<T> {
-    const lease = await this.acquire(signal, fn);
+  private async call<T>(signal: AbortSignal, fn: (client: UpstreamClient) => Promise<T>, key: number | null = null): Promise<T> {
+    const lease = await this.acquire(signal, fn, key);
     lease.release();
     return lease.value;
   }
@@ -181,18 +187,27 @@ export class UpstreamEngine implements Engine {
    * the steps before it (connect, headers, the first event) are.
    */
   async *chat(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
+    const key = this.options.routing === "prefix-affinity" ? conversationKey(req.messages) : null;
     if (req.buffered) {
-      yield* await this.call(signal, async (client) => {
-        const deltas: ChatDelta[] = [];
-        for await (const delta of this.streamFrom(client, req, prepared, signal)) deltas.push(delta);
-        return deltas;
-      });
+      yield* await this.call(
+        signal,
+        async (client) => {
+          const deltas: ChatDelta[] = [];
+          for await (const delta of this.streamFrom(client, req, prepared, signal)) deltas.push(delta);
+          return deltas;
+        },
+        key,
+      );
       return;
     }
-    const lease = await this.acquire(signal, async (client) => {
-      const stream = this.streamFrom(client, req, prepared, signal);
-      return { stream, first: await stream.next() };
-    });
+    const lease = await this.acquire(
+      signal,
+      async (client) => {
+        const stream = this.streamFrom(client, req, prepared, signal);
+        return { stream, first: await stream.next() };
+      },
+      key,
+    );
     try {
       const { stream, first } = lease.value;
       if (first.done) return;

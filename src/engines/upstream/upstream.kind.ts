@@ -51,7 +51,23 @@ export const UpstreamOptions = Type.Object(
         { additionalProperties: false },
       ),
     ),
-    routing: Type.Optional(Type.Union([Type.Literal("least-outstanding"), Type.Literal("round-robin"), Type.Literal("weighted")], { default: "least-outstanding" })),
+    /**
+     * `prefix-affinity`: each conversation (its system prompt and first user message) goes back to the upstream
+     * that holds its KV cache, by consistent hashing with bounded loads; embeddings, rerank and transcriptions, which
+     * have no conversation, go to the least outstanding.
+     */
+    routing: Type.Optional(
+      Type.Union([Type.Literal("least-outstanding"), Type.Literal("round-robin"), Type.Literal("weighted"), Type.Literal("prefix-affinity")], { default: "least-outstanding" }),
+    ),
+    affinity: Type.Optional(
+      Type.Object(
+        {
+          /** No upstream takes more than ceil(loadFactor × the mean in flight); past it, a request spills clockwise. */
+          loadFactor: Type.Optional(Type.Number({ exclusiveMinimum: 1, maximum: 100, default: 1.25 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
     health: Type.Optional(
       Type.Object(
         {

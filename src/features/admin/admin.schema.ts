@@ -181,6 +181,16 @@ export const UpstreamView = Type.Object({
   recentFailures: Type.Integer({ description: "Failed requests and health checks in the last minute" }),
   latencyMs: Type.Union([Type.Number(), Type.Null()], { description: "Moving average of the time to an answer" }),
   failuresTotal: Type.Integer({ description: "Failed requests and health checks since start" }),
+  affinity: Type.Optional(
+    Type.Object(
+      {
+        owner: Type.Integer({ description: "Attempts placed here as their conversation's ring owner" }),
+        spill: Type.Integer({ description: "Attempts placed here because their owner was at the load bound or its maxInFlight" }),
+        retry: Type.Integer({ description: "Retries placed here after another upstream failed" }),
+      },
+      { description: "routing prefix-affinity: placements since load" },
+    ),
+  ),
 });
 
 export const AdminModel = Type.Object(
@@ -202,6 +212,17 @@ export const AdminModel = Type.Object(
     sizeBytes: Type.Union([Type.Integer(), Type.Null()]),
     pullCommand: Type.Union([Type.String(), Type.Null()]),
     upstreams: Type.Optional(Type.Array(UpstreamView, { description: "engine upstream: each upstream of the pool" })),
+    affinity: Type.Optional(
+      Type.Object(
+        {
+          placements: Type.Integer({ description: "First attempts placed since load" }),
+          spills: Type.Integer({ description: "Of those, placed past their ring owner (load bound or maxInFlight)" }),
+          retries: Type.Integer(),
+          hitRatio: Type.Union([Type.Number(), Type.Null()], { description: "Placed on their ring owner / placements; null before any" }),
+        },
+        { description: "routing prefix-affinity: how often conversations reach the upstream holding their cache" },
+      ),
+    ),
     promptCache: Type.Optional(
       Type.Object(
         {
