@@ -237,7 +237,7 @@ test("issue 13 an engine failure after the first token is logged exactly once at
 
 test("issue 13 one capability check, in decisions.md order: endpoint (param model), image part, tools, response_format, logprobs, then refused combinations", async () => {
   const { checkCapabilities } = await import("../src/engines/capabilities.ts");
-  const { llamaChatSupport } = await import("../src/engines/llama/llama.kind.ts");
+  const { llamaChatSupport } = await import("../src/engines/llama/llama.support.ts");
   const { AppError } = await import("../src/errors/app-error.ts");
   const entry = (capabilities: string[]) => ({ id: "m", capabilities }) as unknown as ModelEntry;
   const base = { messages: [{ role: "user" as const, content: "hi" }], maxTokens: null, temperature: null, topP: null, seed: null, stop: [], tools: [], toolChoice: "none" as const, responseFormat: "text" as const, topLogprobs: null };

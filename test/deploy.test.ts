@@ -10,7 +10,7 @@ import { Ajv2019 } from "ajv/dist/2019.js";
 import YAML from "yaml";
 import { loadConfig } from "../src/config/load-config.ts";
 import { builtInEngines } from "../src/engines/registry.ts";
-import type { UpstreamOptions } from "../src/engines/upstream/upstream.kind.ts";
+import type { UpstreamOptions } from "../src/engines/upstream/upstream.support.ts";
 import { postgresAdminUrl } from "../harness/keys.ts";
 import { repoRoot, runCli, tempDir } from "../harness/server.ts";
 

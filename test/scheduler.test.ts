@@ -7,7 +7,7 @@ import { FairQueue } from "../src/scheduler/fair-queue.ts";
 import { ModelRunner } from "../src/scheduler/model-runner.ts";
 import type { ModelEntry } from "../src/config/app-config.ts";
 import type { Engine } from "../src/engines/engine.ts";
-import { llamaChatSupport } from "../src/engines/llama/llama.kind.ts";
+import { llamaChatSupport } from "../src/engines/llama/llama.support.ts";
 import { AppError } from "../src/errors/app-error.ts";
 import { startServer, modelsDir, type TestServer } from "../harness/server.ts";
 import { modelEntry } from "./helpers/model-entry.ts";

@@ -17,9 +17,9 @@ import type {
 } from "../engine.ts";
 import type { MemberStats } from "../upstream/pool-member.ts";
 import { UpstreamEngine } from "../upstream/upstream-engine.ts";
-import type { UpstreamOptions } from "../upstream/upstream.kind.ts";
+import type { UpstreamOptions } from "../upstream/upstream.support.ts";
 import { LlamaServerProcess, type LlamaServerEndpoint } from "./llama-server-process.ts";
-import { llamaServerKind, llamaServerOptions } from "./llama-server.kind.ts";
+import { llamaServerOptions, llamaServerSupport } from "./llama-server.support.ts";
 
 /** The llama-server flags for an entry: the model, one slot per `parallel`, each with the entry's context. */
 export function llamaServerArgs(entry: ModelEntry): string[] {
@@ -46,7 +46,7 @@ export class ManagedLlamaServerEngine implements Engine {
     private readonly entry: ModelEntry,
     private readonly log: EngineLog,
   ) {
-    this.support = llamaServerKind.support(entry);
+    this.support = llamaServerSupport(entry);
   }
 
   get contextSize(): number | null {

@@ -16,7 +16,7 @@ import { AppError } from "../../errors/app-error.ts";
 import type { ChatDelta, ChatRequest, EmbedRequest, EmbedResult, Engine, PreparedChat, PreparedEmbed, PromptCacheStats } from "../engine.ts";
 import { toChatHistory } from "./chat-history.ts";
 import { DeltaQueue } from "./delta-queue.ts";
-import { llamaChatSupport, llamaOptions } from "./llama.kind.ts";
+import { llamaChatSupport, llamaOptions } from "./llama.support.ts";
 import { embedAll, embeddingContextSize, embeddingInputLimit, tokenizeInputs, type TokenizedInputs } from "./llama-embed.ts";
 import { getLlamaRuntime } from "./llama-runtime.ts";
 import { PlainTextChatWrapper } from "./plain-chat-wrapper.ts";

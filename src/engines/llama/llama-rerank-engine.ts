@@ -3,7 +3,7 @@ import type { ModelEntry } from "../../config/app-config.ts";
 import type { Engine, PreparedRerank, RerankRequest, RerankResult } from "../engine.ts";
 import { AppError } from "../../errors/app-error.ts";
 import { getLlamaRuntime } from "./llama-runtime.ts";
-import { llamaOptions, llamaRerankSupport } from "./llama.kind.ts";
+import { llamaOptions, llamaRerankSupport } from "./llama.support.ts";
 
 /**
  * How many documents go to one `rankAll` call. rankAll evaluates a request's documents back to back on one

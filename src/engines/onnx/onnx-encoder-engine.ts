@@ -4,7 +4,7 @@ import type { PreTrainedTokenizer } from "@huggingface/transformers";
 import type { ModelEntry } from "../../config/app-config.ts";
 import { AppError } from "../../errors/app-error.ts";
 import type { EmbedRequest, EmbedResult, Engine, EngineSupport, PreparedEmbed, PreparedRerank, RerankRequest, RerankResult } from "../engine.ts";
-import { encoderEmbedSupport, encoderRerankSupport, onnxOptions } from "./onnx.kind.ts";
+import { encoderEmbedSupport, encoderRerankSupport, onnxOptions } from "./onnx.support.ts";
 import { loadTransformers } from "./transformers-runtime.ts";
 import type { EncoderInit, TokenBatch } from "./tasks/encoder.task.ts";
 import type { WorkerPool } from "../../workers/worker-pool.ts";

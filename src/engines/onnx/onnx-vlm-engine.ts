@@ -4,7 +4,7 @@ import type { ModelEntry } from "../../config/app-config.ts";
 import { fitContextWindow } from "../context-window.ts";
 import { AppError } from "../../errors/app-error.ts";
 import type { ChatDelta, ChatRequest, Engine, PreparedChat } from "../engine.ts";
-import { onnxOptions, vlmSupport } from "./onnx.kind.ts";
+import { onnxOptions, vlmSupport } from "./onnx.support.ts";
 import type { GenerateArgs, VlmEvent, VlmInit, VlmLayout } from "./tasks/vlm.task.ts";
 import type { WorkerPool } from "../../workers/worker-pool.ts";
 import { onnxPool } from "./onnx-pool.ts";

@@ -8,7 +8,7 @@ import { AudioDecoder } from "../../audio/audio-decoder.ts";
 import type { Engine, PreparedTranscription, TranscribeRequest, Transcript, TranscriptSegment } from "../engine.ts";
 import type { WorkerPool } from "../../workers/worker-pool.ts";
 import { onnxPool } from "./onnx-pool.ts";
-import { onnxOptions, whisperSupport } from "./onnx.kind.ts";
+import { onnxOptions, whisperSupport } from "./onnx.support.ts";
 import type { WhisperInit, WindowResult } from "./tasks/whisper.task.ts";
 
 /** A transcript plus how many windows it was cut into. */

@@ -27,7 +27,7 @@ import { UpstreamClient, type UpstreamTimeouts } from "./upstream-client.ts";
 import { PoolMember, type MemberStats } from "./pool-member.ts";
 import { UpstreamPool, type PoolLease } from "./upstream-pool.ts";
 import { readErrorBody, upstreamDetail, UpstreamUnavailable } from "./upstream-errors.ts";
-import { upstreamOptions, upstreamSupport, type UpstreamOptions } from "./upstream.kind.ts";
+import { upstreamOptions, upstreamSupport, type UpstreamOptions } from "./upstream.support.ts";
 
 /** A prepared chat, plus the budget that means "nobody set one" (-1 when the client did). */
 interface UpstreamPreparedChat extends PreparedChat {
