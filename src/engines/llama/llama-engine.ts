@@ -15,7 +15,7 @@ import { fitContextWindow } from "../context-window.ts";
 import { AppError } from "../../errors/app-error.ts";
 import type { ChatDelta, ChatRequest, EmbedRequest, EmbedResult, Engine, PreparedChat, PreparedEmbed, PromptCacheStats } from "../engine.ts";
 import { toChatHistory } from "./chat-history.ts";
-import { DeltaQueue } from "./delta-queue.ts";
+import { AsyncQueue } from "../../workers/async-queue.ts";
 import { llamaChatSupport, llamaOptions } from "./llama.support.ts";
 import { embedAll, embeddingContextSize, embeddingInputLimit, tokenizeInputs, type TokenizedInputs } from "./llama-embed.ts";
 import { getLlamaRuntime } from "./llama-runtime.ts";
@@ -250,7 +250,7 @@ export class LlamaEngine implements Engine {
     signal.addEventListener("abort", onAbort, { once: true });
     const startTokens = sequence.tokenMeter.usedOutputTokens;
     const chat = new LlamaChat({ contextSequence: sequence, chatWrapper: plan.wrapper ?? wrapper });
-    const queue = new DeltaQueue<ChatDelta>();
+    const queue = new AsyncQueue<ChatDelta>();
     const temperature = req.temperature ?? this.entry.defaults.temperature ?? defaultTemperature;
     let callIndex = -1;
     let pendingSpace = "";
@@ -327,7 +327,7 @@ export class LlamaEngine implements Engine {
   /** Tokenizes and checks every input before capacity is taken (400 invalid_parameter naming `input[i]`). */
   prepareEmbed(req: EmbedRequest): LlamaPreparedEmbed {
     if (!this.embedder) throw new Error(`model ${this.entry.id} is not loaded for embeddings`);
-    const inputs = tokenizeInputs(this.embedder, req.inputs, embeddingInputLimit(this.embedder, this.entry));
+    const inputs = tokenizeInputs(this.embedder, req.inputs, embeddingInputLimit(this.embedder, this.entry), this.entry.id);
     return { inputs, promptTokens: inputs.promptTokens };
   }
 

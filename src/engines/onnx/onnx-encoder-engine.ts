@@ -2,8 +2,8 @@ import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import type { PreTrainedTokenizer } from "@huggingface/transformers";
 import type { ModelEntry } from "../../config/app-config.ts";
-import { AppError } from "../../errors/app-error.ts";
 import type { EmbedRequest, EmbedResult, Engine, EngineSupport, PreparedEmbed, PreparedRerank, RerankRequest, RerankResult } from "../engine.ts";
+import { checkInputLength, checkQueryLength, checkPairLength } from "../input-length.ts";
 import { encoderEmbedSupport, encoderRerankSupport, onnxOptions } from "./onnx.support.ts";
 import { loadTransformers } from "./transformers-runtime.ts";
 import type { EncoderInit, TokenBatch } from "./tasks/encoder.task.ts";
@@ -109,13 +109,7 @@ export class OnnxEncoderEngine implements Engine {
       const encoded = tokenizer(texts, { padding: false, truncation: false, return_tensor: false }) as unknown as Encoded[] | BatchEncoded;
       const rows = unbatch(encoded, texts.length);
       rows.forEach((row, j) => {
-        const i = start + j;
-        if (row.input_ids.length > limit) {
-          throw new AppError("invalid_parameter", {
-            param: req.inputs.length === 1 ? "input" : `input[${i}]`,
-            message: `${req.inputs.length === 1 ? "The input" : `input[${i}]`} is ${row.input_ids.length} tokens long; the model '${this.entry.id}' takes at most ${limit} tokens per input.`,
-          });
-        }
+        checkInputLength(row.input_ids.length, start + j, req.inputs.length, limit, this.entry.id);
         promptTokens += row.input_ids.length;
       });
       batches.push(pad(rows, tokenizer));
@@ -140,12 +134,7 @@ export class OnnxEncoderEngine implements Engine {
     const tokenizer = this.requireTokenizer();
     const limit = this.maxTokens!;
     const queryAlone = (tokenizer([req.query], { text_pair: [""], return_tensor: false }) as unknown as BatchEncoded).input_ids[0].length;
-    if (queryAlone > limit) {
-      throw new AppError("invalid_parameter", {
-        param: "query",
-        message: `The query is ${queryAlone} tokens long; the model '${this.entry.id}' takes at most ${limit} tokens per query/document pair.`,
-      });
-    }
+    checkQueryLength(queryAlone, limit, this.entry.id);
     const batches: TokenBatch[] = [];
     let promptTokens = 0;
     for (let start = 0; start < req.documents.length; start += BATCH) {
@@ -158,13 +147,7 @@ export class OnnxEncoderEngine implements Engine {
       }) as unknown as BatchEncoded;
       const rows = unbatch(encoded, docs.length);
       rows.forEach((row, j) => {
-        if (row.input_ids.length > limit) {
-          const i = start + j;
-          throw new AppError("invalid_parameter", {
-            param: `documents[${i}]`,
-            message: `Query plus documents[${i}] is ${row.input_ids.length} tokens; the model '${this.entry.id}' takes at most ${limit} tokens per query/document pair.`,
-          });
-        }
+        checkPairLength(row.input_ids.length, start + j, limit, this.entry.id);
         promptTokens += row.input_ids.length;
       });
       batches.push(pad(rows, tokenizer));

@@ -1,8 +1,9 @@
 /**
- * Turns node-llama-cpp's callbacks into an AsyncIterable: the producer pushes items and finishes or fails once;
- * the consumer iterates. Unbounded, but a generation never outruns its max_tokens.
+ * Turns callbacks into an AsyncIterable: the producer pushes items and finishes or fails once; one consumer
+ * iterates. Unbounded: its producers are bounded (a generation by its max_tokens, a worker task by its input).
+ * The llama engine's deltas and the worker pool's streamed events go through it.
  */
-export class DeltaQueue<T> implements AsyncIterable<T> {
+export class AsyncQueue<T> implements AsyncIterable<T> {
   private readonly items: T[] = [];
   private ended = false;
   private error: unknown = null;
