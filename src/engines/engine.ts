@@ -37,7 +37,13 @@ export type ToolChoice = "auto" | "none" | "required" | { name: string };
 
 export interface ChatRequest {
   messages: ChatMessage[];
+  /** The client's max_tokens (or max_completion_tokens, max_output_tokens); null when it set none. */
   maxTokens: number | null;
+  /**
+   * The plan's `maxOutputTokens`: it bounds an omitted max_tokens (an explicit one above it was refused before the
+   * engine); absent or null, no cap. The engine's prepare fits both to the window (context-window.ts).
+   */
+  outputCap?: number | null;
   temperature: number | null;
   topP: number | null;
   seed: number | null;
@@ -80,7 +86,7 @@ export type ChatDelta =
 /** A chat request after the engine has templated and tokenized it, ready to run. */
 export interface PreparedChat {
   promptTokens: number;
-  /** Effective completion budget (max_tokens or what the context leaves). */
+  /** The completion budget (context-window.ts fitCompletion): max_tokens, or what the window leaves, within the plan's cap. */
   maxTokens: number;
 }
 

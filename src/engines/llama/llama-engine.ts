@@ -11,7 +11,7 @@ import {
 } from "node-llama-cpp";
 import type { ModelEntry } from "../../config/app-config.ts";
 import type { EngineLog } from "../engine-kind.ts";
-import { fitContextWindow } from "../context-window.ts";
+import { fitCompletion } from "../context-window.ts";
 import { AppError } from "../../errors/app-error.ts";
 import type { ChatDelta, ChatRequest, EmbedRequest, EmbedResult, Engine, PreparedChat, PreparedEmbed, PromptCacheStats } from "../engine.ts";
 import { toChatHistory } from "./chat-history.ts";
@@ -218,7 +218,7 @@ export class LlamaEngine implements Engine {
     });
     const tokens = contextText.tokenize(model.tokenizer);
     const promptTokens = tokens.length;
-    return { promptTokens, maxTokens: fitContextWindow(context.contextSize, promptTokens, req.maxTokens), plan, tokens };
+    return { promptTokens, maxTokens: fitCompletion(context.contextSize, promptTokens, req).budget, plan, tokens };
   }
 
   async *chat(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {

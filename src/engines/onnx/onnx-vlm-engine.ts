@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import type { ModelEntry } from "../../config/app-config.ts";
-import { fitContextWindow } from "../context-window.ts";
+import { fitCompletion } from "../context-window.ts";
 import { AppError } from "../../errors/app-error.ts";
 import type { ChatDelta, ChatRequest, Engine, PreparedChat } from "../engine.ts";
 import { onnxOptions, vlmSupport } from "./onnx.support.ts";
@@ -73,7 +73,7 @@ export class OnnxVlmEngine implements Engine {
     const window = this.window!;
     const { promptTokens, images } = await pool.call<{ promptTokens: number; images: number }>("prepare", { messages: req.messages });
     const note = images > 0 ? `including ${images} image${images === 1 ? "" : "s"}` : "";
-    return { promptTokens, maxTokens: fitContextWindow(window, promptTokens, req.maxTokens, note) };
+    return { promptTokens, maxTokens: fitCompletion(window, promptTokens, req, note).budget };
   }
 
   async *chat(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {

@@ -1,6 +1,6 @@
 import type { Plan } from "../../config/app-config.ts";
 import type { ChatMessage, ChatRequest, ContentPart } from "../../engines/engine.ts";
-import { checkOutputCap, invalid, toResponseFormat, toToolChoice } from "../generation/generation.request.ts";
+import { invalid, outputLength, toResponseFormat, toToolChoice } from "../generation/generation.request.ts";
 import { decodeImagePart } from "../generation/image-parts.ts";
 import type { ChatCompletionRequest, ChatMessageBody } from "./chat.schema.ts";
 
@@ -40,8 +40,7 @@ export function toChatRequest(body: ChatCompletionRequest, plan: Plan): ChatRequ
   const messages = body.messages.map((m, i) => toMessage(m, i));
 
   const maxTokensParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
-  const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? null;
-  checkOutputCap(maxTokens, maxTokensParam, plan);
+  const length = outputLength(body.max_completion_tokens ?? body.max_tokens ?? null, maxTokensParam, plan);
 
   if (body.top_logprobs != null && body.logprobs !== true) invalid("top_logprobs", "top_logprobs requires logprobs: true.");
   const format = toResponseFormat(body.response_format, "response_format");
@@ -53,7 +52,7 @@ export function toChatRequest(body: ChatCompletionRequest, plan: Plan): ChatRequ
   const stop = body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop;
   return {
     messages,
-    maxTokens,
+    ...length,
     temperature: body.temperature ?? null,
     topP: body.top_p ?? null,
     seed: body.seed ?? null,

@@ -18,11 +18,15 @@ export interface FormatBody {
   json_schema?: { name: string; schema?: Record<string, unknown>; strict?: boolean | null };
 }
 
-/** The plan's output cap (`maxOutputTokens`) bounds the requested completion length. */
-export function checkOutputCap(maxTokens: number | null, param: string, plan: Plan): void {
+/**
+ * The requested completion length (`param` names it) and the plan's output cap (`maxOutputTokens`), which refuses a
+ * longer one here and bounds an omitted one in the engine's prepare (context-window.ts fitCompletion).
+ */
+export function outputLength(maxTokens: number | null, param: string, plan: Plan): Pick<ChatRequest, "maxTokens" | "outputCap"> {
   if (maxTokens !== null && plan.maxOutputTokens !== null && maxTokens > plan.maxOutputTokens) {
     invalid(param, `${param} may be at most ${plan.maxOutputTokens} on this plan.`);
   }
+  return { maxTokens, outputCap: plan.maxOutputTokens };
 }
 
 /** Checks the declared tools (no name twice) and resolves `tool_choice` against them. */

@@ -1,5 +1,4 @@
 import type { AppContext } from "../../app-context.ts";
-import type { Plan } from "../../config/app-config.ts";
 import type { ChatRequest, Engine, FinishReason, PreparedChat } from "../../engines/engine.ts";
 import type { AppError } from "../../errors/app-error.ts";
 import { DeadlineExceeded, isClientDisconnect } from "../../errors/aborts.ts";
@@ -16,14 +15,6 @@ import { StreamBatcher, type OutputDelta } from "./stream-batcher.ts";
  * Responses API): collected to its end, or streamed into the format's writer.
  */
 
-/** The engine templates and tokenizes (context_length_exceeded here); the plan's output cap bounds an omitted max_tokens. */
-async function prepareChat(engine: Engine, req: ChatRequest, plan: Plan, signal: AbortSignal): Promise<PreparedChat> {
-  const prepared = await engine.prepareChat!(req, signal);
-  const cap = plan.maxOutputTokens;
-  if (cap !== null && prepared.maxTokens > cap) prepared.maxTokens = cap;
-  return prepared;
-}
-
 /** A generation run to its end: the collected output, and when it started (the wire's `created`). */
 export interface CollectedChat {
   output: Accumulator;
@@ -38,7 +29,7 @@ export async function collectChat(ctx: AppContext, request: RequestContext, mode
     model,
     chat: req,
     input: { kind: "chat", req },
-    prepare: (engine, signal) => prepareChat(engine, req, request.auth.plan, signal),
+    prepare: (engine, signal) => engine.prepareChat!(req, signal),
     run: async (engine, prepared, signal) => {
       created = Math.floor(Date.now() / 1000);
       const acc = new Accumulator();
@@ -133,7 +124,7 @@ export async function streamChatTo(ctx: AppContext, request: RequestContext, mod
       model,
       chat: req,
       input: { kind: "chat", req },
-      prepare: (engine, signal) => prepareChat(engine, req, request.auth.plan, signal),
+      prepare: (engine, signal) => engine.prepareChat!(req, signal),
       // Waiting in the queue: `: keep-alive` comments every 15 s keep proxies from closing the connection.
       onQueued: () => sse.keepAliveUntilFirstFrame(),
       run,

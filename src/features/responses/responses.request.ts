@@ -1,6 +1,6 @@
 import type { Plan } from "../../config/app-config.ts";
 import type { ChatMessage, ChatRequest, ContentPart } from "../../engines/engine.ts";
-import { checkOutputCap, invalid, toResponseFormat, toToolChoice } from "../generation/generation.request.ts";
+import { invalid, outputLength, toResponseFormat, toToolChoice } from "../generation/generation.request.ts";
 import { decodeImagePart } from "../generation/image-parts.ts";
 import type { CreateResponseRequest, InputItem } from "./responses.schema.ts";
 
@@ -78,8 +78,7 @@ function refuseStateful(body: CreateResponseRequest): void {
 export function toResponseChatRequest(body: CreateResponseRequest, plan: Plan): ChatRequest {
   refuseStateful(body);
   const messages = toMessages(body);
-  const maxTokens = body.max_output_tokens ?? null;
-  checkOutputCap(maxTokens, "max_output_tokens", plan);
+  const length = outputLength(body.max_output_tokens ?? null, "max_output_tokens", plan);
 
   const format = body.text?.format;
   if (format?.type === "json_schema" && !format.name) invalid("text.format.name", "text.format json_schema needs a name.");
@@ -97,7 +96,7 @@ export function toResponseChatRequest(body: CreateResponseRequest, plan: Plan): 
 
   return {
     messages,
-    maxTokens,
+    ...length,
     temperature: body.temperature ?? null,
     topP: body.top_p ?? null,
     seed: null,
