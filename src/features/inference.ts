@@ -1,24 +1,26 @@
 import type { AppContext } from "../app-context.ts";
 import { assertGranted } from "../auth/key-grants.ts";
 import type { Endpoint } from "../config/config.schema.ts";
-import { checkCapabilities, checkInputLimits, type LimitedInput } from "../engines/capabilities.ts";
+import { checkCapabilities, checkInputLimits, portOf, type LimitedInput } from "../engines/capabilities.ts";
 import { isClientDisconnect } from "../errors/aborts.ts";
-import type { ChatRequest, EndpointCapability, Engine } from "../engines/engine.ts";
+import type { ChatRequest, EndpointCapability, EndpointPorts } from "../engines/engine.ts";
 import type { Lease } from "../scheduler/model-runner.ts";
 import type { RequestContext } from "./request-context.ts";
 import { currentContext, incomingContext, inSpan, SpanKind, startSpan } from "../telemetry/spans.ts";
 import type { Span } from "@opentelemetry/api";
 
-export interface Inference<P, R> {
+export interface Inference<E extends EndpointCapability, P, R> {
   model: string;
+  /** The endpoint whose port does the work: the capability check is for it, and prepare and run get it. */
+  port: E;
   /** The chat request, for the feature part of the capability check. */
   chat?: ChatRequest;
   /** What the request puts in front of the model, for the model's input limits. */
   input: LimitedInput;
-  prepare(engine: Engine, signal: AbortSignal): P | Promise<P>;
+  prepare(port: EndpointPorts[E], signal: AbortSignal): P | Promise<P>;
   slots?(prepared: P): number;
   onQueued?(): void;
-  run(engine: Engine, prepared: P, signal: AbortSignal, lease: Lease): Promise<R>;
+  run(port: EndpointPorts[E], prepared: P, signal: AbortSignal, lease: Lease): Promise<R>;
   /** The tokens to record for the key, or null to record nothing. */
   usage(result: R): { promptTokens: number; completionTokens: number } | null;
 }
@@ -29,7 +31,7 @@ export interface Inference<P, R> {
  * then the scheduler's prepare (400s such as
  * context_length_exceeded) → admit (503) → run → release, and the usage is recorded for the key.
  */
-export async function runInference<P, R>(ctx: AppContext, request: RequestContext, spec: Inference<P, R>): Promise<R> {
+export async function runInference<E extends EndpointCapability, P, R>(ctx: AppContext, request: RequestContext, spec: Inference<E, P, R>): Promise<R> {
   const operation = operationNames[request.endpoint] ?? request.endpoint;
   const attributes = { "gen_ai.operation.name": operation, "gen_ai.request.model": spec.model, ...chatAttributes(spec.chat) };
   return inSpan(`${operation} ${spec.model}`, attributes, async (span) => {
@@ -49,7 +51,7 @@ export async function runInference<P, R>(ctx: AppContext, request: RequestContex
         signal,
         prepare: (engine, prepareSignal) =>
           inSpan("prepare", {}, async () => {
-            const prepared = await spec.prepare(engine, prepareSignal);
+            const prepared = await spec.prepare(portOf(engine, spec.port), prepareSignal);
             waiting = startSpan("queue wait", {}, traceContext);
             return prepared;
           }),
@@ -57,7 +59,7 @@ export async function runInference<P, R>(ctx: AppContext, request: RequestContex
         onQueued: spec.onQueued,
         run: (engine, prepared, lease) => {
           endWait();
-          return inSpan("generation", {}, () => spec.run(engine, prepared, signal, lease));
+          return inSpan("generation", {}, () => spec.run(portOf(engine, spec.port), prepared, signal, lease));
         },
       });
     } finally {
@@ -92,22 +94,22 @@ function chatAttributes(chat: ChatRequest | undefined): Record<string, number> {
  * The same checks and prepare step as `runInference`, and nothing after it: for /v1/tokenize, which answers what
  * the engine counted (and its context window) without taking a slot or recording usage.
  */
-export async function prepareInference<P>(
+export async function prepareInference<E extends EndpointCapability, P>(
   ctx: AppContext,
   request: RequestContext,
-  spec: Pick<Inference<P, never>, "model" | "chat" | "input" | "prepare">,
+  spec: Pick<Inference<E, P, never>, "model" | "port" | "chat" | "input" | "prepare">,
 ): Promise<{ prepared: P; contextSize: number | null }> {
   const runner = checkRequest(ctx, request, spec);
-  return runner.prepareOnly(request.signalFor(runner.entry.requestTimeoutMs), spec.prepare);
+  return runner.prepareOnly(request.signalFor(runner.entry.requestTimeoutMs), (engine, signal) => spec.prepare(portOf(engine, spec.port), signal));
 }
 
 /** 404 → 403 → 400 (capabilities) → 400 (input limits), in the decisions.md order; returns the model's runner. */
-function checkRequest(ctx: AppContext, request: RequestContext, spec: Pick<Inference<unknown, unknown>, "model" | "chat" | "input">) {
+function checkRequest(ctx: AppContext, request: RequestContext, spec: Pick<Inference<EndpointCapability, unknown, unknown>, "model" | "port" | "chat" | "input">) {
   const runner = ctx.catalog.get(spec.model);
   // Only a configured model becomes a label: a client's unknown model name would make the series unbounded.
   if (request.outcome) request.outcome.model = spec.model;
   assertGranted(request.auth, request.endpoint, spec.model, ctx.config.deployment);
-  checkCapabilities(runner.entry, runner.support, request.endpoint as EndpointCapability, spec.chat);
+  checkCapabilities(runner.entry, runner.support, spec.port, spec.chat);
   checkInputLimits(runner.entry, spec.input);
   return runner;
 }

@@ -4,19 +4,21 @@ import { AppError } from "../../errors/app-error.ts";
 import type { EngineLog } from "../engine-kind.ts";
 import type {
   ChatDelta,
+  ChatPort,
   ChatRequest,
+  EmbedPort,
   EmbedRequest,
   EmbedResult,
   Engine,
   EngineSupport,
-  PreparedChat,
   PreparedEmbed,
   PreparedRerank,
+  RerankPort,
   RerankRequest,
   RerankResult,
 } from "../engine.ts";
 import type { MemberStats } from "../upstream/pool-member.ts";
-import { UpstreamEngine } from "../upstream/upstream-engine.ts";
+import { UpstreamEngine, type UpstreamPreparedChat } from "../upstream/upstream-engine.ts";
 import type { UpstreamOptions } from "../upstream/upstream.support.ts";
 import { LlamaServerProcess, type LlamaServerEndpoint } from "./llama-server-process.ts";
 import { llamaServerOptions, llamaServerSupport } from "./llama-server.support.ts";
@@ -37,7 +39,7 @@ export function llamaServerArgs(entry: ModelEntry): string[] {
  * aborts are the upstream engine's). Loading starts the process and waits for /health (the runner answers
  * 503 model_loading meanwhile); a crash is restarted with backoff, and requests in between get 503 model_loading.
  */
-export class ManagedLlamaServerEngine implements Engine {
+export class ManagedLlamaServerEngine implements Engine, ChatPort<UpstreamPreparedChat>, EmbedPort, RerankPort {
   readonly support: EngineSupport;
   private process: LlamaServerProcess | null = null;
   private relay: UpstreamEngine | null = null;
@@ -117,11 +119,11 @@ export class ManagedLlamaServerEngine implements Engine {
     return this.relay;
   }
 
-  prepareChat(req: ChatRequest, signal?: AbortSignal): Promise<PreparedChat> {
+  prepareChat(req: ChatRequest, signal?: AbortSignal): Promise<UpstreamPreparedChat> {
     return this.running().prepareChat(req, signal);
   }
 
-  chat(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
+  chat(req: ChatRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
     return this.running().chat(req, prepared, signal);
   }
 

@@ -13,7 +13,18 @@ import type { ModelEntry } from "../../config/app-config.ts";
 import type { EngineLog } from "../engine-kind.ts";
 import { fitCompletion } from "../context-window.ts";
 import { AppError } from "../../errors/app-error.ts";
-import type { ChatDelta, ChatRequest, EmbedRequest, EmbedResult, Engine, PreparedChat, PreparedEmbed, PromptCacheStats } from "../engine.ts";
+import type {
+  ChatDelta,
+  ChatPort,
+  ChatRequest,
+  EmbedPort,
+  EmbedRequest,
+  EmbedResult,
+  Engine,
+  PreparedChat,
+  PreparedEmbed,
+  PromptCacheStats,
+} from "../engine.ts";
 import { toChatHistory } from "./chat-history.ts";
 import { AsyncQueue } from "../../workers/async-queue.ts";
 import { llamaChatSupport, llamaOptions } from "./llama.support.ts";
@@ -52,7 +63,7 @@ interface LlamaPreparedEmbed extends PreparedEmbed {
  * requests are decoded together in the same batches (continuous batching); each request holds one sequence for
  * its lifetime and disposes it at the end, on abort at once. Embedding models get an embedding context.
  */
-export class LlamaEngine implements Engine {
+export class LlamaEngine implements Engine, ChatPort<LlamaPreparedChat>, EmbedPort<LlamaPreparedEmbed> {
   readonly support = llamaChatSupport;
   private readonly capabilities: ReadonlySet<string>;
   private readonly threads: number;
@@ -221,17 +232,17 @@ export class LlamaEngine implements Engine {
     return { promptTokens, maxTokens: fitCompletion(context.contextSize, promptTokens, req).budget, plan, tokens };
   }
 
-  async *chat(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
+  async *chat(req: ChatRequest, prepared: LlamaPreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
     const { wrapper } = this.ready();
-    const { plan } = prepared as LlamaPreparedChat;
+    const { plan } = prepared;
     signal.throwIfAborted();
-    const sequence = this.takeSequence((prepared as LlamaPreparedChat).tokens);
+    const sequence = this.takeSequence(prepared.tokens);
     if (req.topLogprobs !== null) {
       try {
         yield* sampleWithLogprobs({
           model: this.model!,
           sequence,
-          promptTokens: (prepared as LlamaPreparedChat).tokens,
+          promptTokens: prepared.tokens,
           maxTokens: prepared.maxTokens,
           temperature: req.temperature ?? this.entry.defaults.temperature ?? defaultTemperature,
           topP: req.topP ?? this.entry.defaults.topP ?? defaultTopP,
@@ -331,9 +342,9 @@ export class LlamaEngine implements Engine {
     return { inputs, promptTokens: inputs.promptTokens };
   }
 
-  async embed(_req: EmbedRequest, prepared: PreparedEmbed, signal: AbortSignal): Promise<EmbedResult> {
+  async embed(_req: EmbedRequest, prepared: LlamaPreparedEmbed, signal: AbortSignal): Promise<EmbedResult> {
     if (!this.embedder) throw new Error(`model ${this.entry.id} is not loaded for embeddings`);
-    return embedAll(this.embedder, (prepared as LlamaPreparedEmbed).inputs, signal);
+    return embedAll(this.embedder, prepared.inputs, signal);
   }
 }
 

@@ -1,6 +1,6 @@
 import type { LlamaModel, LlamaRankingContext } from "node-llama-cpp";
 import type { ModelEntry } from "../../config/app-config.ts";
-import type { Engine, PreparedRerank, RerankRequest, RerankResult } from "../engine.ts";
+import type { Engine, PreparedRerank, RerankPort, RerankRequest, RerankResult } from "../engine.ts";
 import { checkQueryLength, checkPairLength } from "../input-length.ts";
 import { getLlamaRuntime } from "./llama-runtime.ts";
 import { llamaOptions, llamaRerankSupport } from "./llama.support.ts";
@@ -15,7 +15,7 @@ const SLICE = 32;
  * Cross-encoder reranking on a GGUF model (BERT-style rerankers, Qwen3 rerankers with a template) through
  * node-llama-cpp's ranking context. Scores are the library's: sigmoid of the classification logit.
  */
-export class LlamaRerankEngine implements Engine {
+export class LlamaRerankEngine implements Engine, RerankPort {
   readonly support = llamaRerankSupport;
   private model: LlamaModel | null = null;
   private context: LlamaRankingContext | null = null;

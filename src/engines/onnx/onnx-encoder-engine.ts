@@ -2,7 +2,18 @@ import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import type { PreTrainedTokenizer } from "@huggingface/transformers";
 import type { ModelEntry } from "../../config/app-config.ts";
-import type { EmbedRequest, EmbedResult, Engine, EngineSupport, PreparedEmbed, PreparedRerank, RerankRequest, RerankResult } from "../engine.ts";
+import type {
+  EmbedPort,
+  EmbedRequest,
+  EmbedResult,
+  Engine,
+  EngineSupport,
+  PreparedEmbed,
+  PreparedRerank,
+  RerankPort,
+  RerankRequest,
+  RerankResult,
+} from "../engine.ts";
 import { checkInputLength, checkQueryLength, checkPairLength } from "../input-length.ts";
 import { encoderEmbedSupport, encoderRerankSupport, onnxOptions } from "./onnx.support.ts";
 import { loadTransformers } from "./transformers-runtime.ts";
@@ -46,7 +57,7 @@ export function readPooling(modelDir: string): "mean" | "cls" {
  * which is cheap and lets the length checks answer 400 before capacity is taken; the forward passes run in a
  * worker pool (one worker per `parallel` slot) so they never block the event loop.
  */
-export class OnnxEncoderEngine implements Engine {
+export class OnnxEncoderEngine implements Engine, EmbedPort<PreparedBatches>, RerankPort<PreparedBatches> {
   readonly support: EngineSupport;
   private readonly kind: "embeddings" | "rerank";
   private tokenizer: PreTrainedTokenizer | null = null;
@@ -117,9 +128,9 @@ export class OnnxEncoderEngine implements Engine {
     return { batches, promptTokens };
   }
 
-  async embed(req: EmbedRequest, prepared: PreparedEmbed, signal: AbortSignal): Promise<EmbedResult> {
+  async embed(req: EmbedRequest, prepared: PreparedBatches, signal: AbortSignal): Promise<EmbedResult> {
     const pool = this.requirePool();
-    const { batches, promptTokens } = prepared as PreparedBatches;
+    const { batches, promptTokens } = prepared;
     const { dim, data } = await pool.call<{ dim: number; data: Float32Array }>("embed", { batches }, { signal, transfer: transferables(batches) });
     const vectors: Float32Array[] = [];
     for (let i = 0; i < req.inputs.length; i++) vectors.push(data.subarray(i * dim, (i + 1) * dim));
@@ -155,10 +166,10 @@ export class OnnxEncoderEngine implements Engine {
     return { batches, promptTokens };
   }
 
-  async rerank(req: RerankRequest, prepared: PreparedRerank, signal: AbortSignal): Promise<RerankResult> {
+  async rerank(req: RerankRequest, prepared: PreparedBatches, signal: AbortSignal): Promise<RerankResult> {
     const pool = this.requirePool();
     if (req.documents.length === 0) return { scores: [], promptTokens: 0 };
-    const { batches, promptTokens } = prepared as PreparedBatches;
+    const { batches, promptTokens } = prepared;
     const scores = await pool.call<number[]>("score", { batches }, { signal, transfer: transferables(batches) });
     return { scores, promptTokens };
   }

@@ -3,7 +3,7 @@ import path from "node:path";
 import type { ModelEntry } from "../../config/app-config.ts";
 import { fitCompletion } from "../context-window.ts";
 import { AppError } from "../../errors/app-error.ts";
-import type { ChatDelta, ChatRequest, Engine, PreparedChat } from "../engine.ts";
+import type { ChatDelta, ChatPort, ChatRequest, Engine, PreparedChat } from "../engine.ts";
 import { onnxOptions, vlmSupport } from "./onnx.support.ts";
 import type { GenerateArgs, VlmEvent, VlmInit, VlmLayout } from "./tasks/vlm.task.ts";
 import type { WorkerPool } from "../../workers/worker-pool.ts";
@@ -32,7 +32,7 @@ export function vlmLayout(modelType: string): VlmLayout {
  * grammar), call tools or return logprobs (`vlmSupport`). Its prepare processes the images, so the scheduler
  * bounds it (`expensivePrepare`).
  */
-export class OnnxVlmEngine implements Engine {
+export class OnnxVlmEngine implements Engine, ChatPort {
   readonly support = vlmSupport;
   private pool: WorkerPool | null = null;
   private window: number | null = null;

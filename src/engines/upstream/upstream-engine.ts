@@ -4,7 +4,9 @@ import { fitCompletion } from "../context-window.ts";
 import type { EngineLog } from "../engine-kind.ts";
 import type {
   ChatDelta,
+  ChatPort,
   ChatRequest,
+  EmbedPort,
   EmbedRequest,
   EmbedResult,
   Engine,
@@ -12,8 +14,10 @@ import type {
   PreparedEmbed,
   PreparedRerank,
   PreparedTranscription,
+  RerankPort,
   RerankRequest,
   RerankResult,
+  TranscribePort,
   TranscribeRequest,
   Transcript,
 } from "../engine.ts";
@@ -53,7 +57,7 @@ export function tokenizeStrategy(options: UpstreamOptions): TokenizeStrategy {
  * Everything of the contract (auth, limits, validation, admission) has happened before a call gets here; this
  * translates to the upstream's wire and back, and maps its failures to §7.
  */
-export class UpstreamEngine implements Engine {
+export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, EmbedPort, RerankPort, TranscribePort {
   readonly support = upstreamSupport;
   private readonly options: UpstreamOptions;
   private readonly timeouts: UpstreamTimeouts;
@@ -183,7 +187,7 @@ export class UpstreamEngine implements Engine {
    * generation may be retried on another upstream; a streaming client is committed at its first delta, so only
    * the steps before it (connect, headers, the first event) are.
    */
-  async *chat(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
+  async *chat(req: ChatRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
     const key = this.options.routing === "prefix-affinity" ? conversationKey(req.messages) : null;
     if (req.buffered) {
       yield* await this.call(
@@ -219,12 +223,12 @@ export class UpstreamEngine implements Engine {
   }
 
   /** One upstream call's deltas, ending with `done`; every failure is mapped (`UpstreamUnavailable` when retryable). */
-  private async *streamFrom(client: UpstreamClient, req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncGenerator<ChatDelta> {
+  private async *streamFrom(client: UpstreamClient, req: ChatRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncGenerator<ChatDelta> {
     const watchdog = new StallWatchdog(this.timeouts.firstByteMs, this.timeouts.idleMs);
     const callSignal = AbortSignal.any([signal, watchdog.signal]);
     const reader = new ChunkReader();
     try {
-      const body = toWireChat(req, { model: client.target.model, maxTokens: (prepared as UpstreamPreparedChat).asked, defaults: this.entry.defaults });
+      const body = toWireChat(req, { model: client.target.model, maxTokens: prepared.asked, defaults: this.entry.defaults });
       const response = await client.send({ path: "/chat/completions", json: body, signal: callSignal, contextParam: "messages", streaming: true });
       try {
         for await (const event of sseEvents(response.body)) {

@@ -22,9 +22,10 @@ export async function createEmbeddings(ctx: AppContext, request: RequestContext,
   const req = { inputs: typeof body.input === "string" ? [body.input] : body.input };
   const result = await runInference(ctx, request, {
     model: body.model,
+    port: "embeddings",
     input: { kind: "embeddings", inputs: req.inputs },
-    prepare: (engine) => engine.prepareEmbed!(req),
-    run: (engine, prepared, signal) => engine.embed!(req, prepared, signal),
+    prepare: (embeddings) => embeddings.prepareEmbed(req),
+    run: (embeddings, prepared, signal) => embeddings.embed(req, prepared, signal),
     usage: (r) => ({ promptTokens: r.promptTokens, completionTokens: 0 }),
   });
   const base64 = body.encoding_format === "base64";

@@ -1,5 +1,5 @@
 import type { AppContext } from "../../app-context.ts";
-import type { ChatRequest, Engine, FinishReason, PreparedChat } from "../../engines/engine.ts";
+import type { ChatPort, ChatRequest, FinishReason, PreparedChat } from "../../engines/engine.ts";
 import type { AppError } from "../../errors/app-error.ts";
 import { DeadlineExceeded, isClientDisconnect } from "../../errors/aborts.ts";
 import { toAppError } from "../../errors/to-app-error.ts";
@@ -27,15 +27,16 @@ export async function collectChat(ctx: AppContext, request: RequestContext, mode
   let created = 0;
   const output = await runInference(ctx, request, {
     model,
+    port: "chat",
     chat: req,
     input: { kind: "chat", req },
-    prepare: (engine, signal) => engine.prepareChat!(req, signal),
-    run: async (engine, prepared, signal) => {
+    prepare: (chat, signal) => chat.prepareChat(req, signal),
+    run: async (chat, prepared, signal) => {
       created = Math.floor(Date.now() / 1000);
       const acc = new Accumulator();
       const timer = new GenerationTimer(ctx.metrics, model, request);
       try {
-        for await (const delta of engine.chat!(req, prepared, signal)) {
+        for await (const delta of chat.chat(req, prepared, signal)) {
           if (delta.type !== "done") timer.piece();
           acc.add(delta);
         }
@@ -78,7 +79,7 @@ export async function streamChatTo(ctx: AppContext, request: RequestContext, mod
     writer.fail(appError);
   };
 
-  const run = async (engine: Engine, prepared: PreparedChat, signal: AbortSignal) => {
+  const run = async (chat: ChatPort, prepared: PreparedChat, signal: AbortSignal) => {
     const acc = new Accumulator();
     const timer = new GenerationTimer(ctx.metrics, model, request);
     let started = false;
@@ -88,7 +89,7 @@ export async function streamChatTo(ctx: AppContext, request: RequestContext, mod
       writer.finish(reason, acc);
     };
     try {
-      for await (const delta of engine.chat!(req, prepared, signal)) {
+      for await (const delta of chat.chat(req, prepared, signal)) {
         acc.add(delta);
         if (delta.type === "done") break;
         timer.piece();
@@ -122,9 +123,10 @@ export async function streamChatTo(ctx: AppContext, request: RequestContext, mod
   try {
     await runInference(ctx, request, {
       model,
+      port: "chat",
       chat: req,
       input: { kind: "chat", req },
-      prepare: (engine, signal) => engine.prepareChat!(req, signal),
+      prepare: (chat, signal) => chat.prepareChat(req, signal),
       // Waiting in the queue: `: keep-alive` comments every 15 s keep proxies from closing the connection.
       onQueued: () => sse.keepAliveUntilFirstFrame(),
       run,

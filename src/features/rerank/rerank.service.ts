@@ -17,9 +17,10 @@ export async function rerank(ctx: AppContext, request: RequestContext, body: Rer
   const req: RerankRequest = { query: body.query, documents: body.documents };
   const result = await runInference(ctx, request, {
     model: body.model,
+    port: "rerank",
     input: { kind: "rerank", query: req.query, documents: req.documents },
-    prepare: (engine) => engine.prepareRerank!(req),
-    run: (engine, prepared, signal) => engine.rerank!(req, prepared, signal),
+    prepare: (rerank) => rerank.prepareRerank(req),
+    run: (rerank, prepared, signal) => rerank.rerank(req, prepared, signal),
     usage: (r) => ({ promptTokens: r.promptTokens, completionTokens: 0 }),
   });
   return {

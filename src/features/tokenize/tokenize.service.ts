@@ -14,9 +14,10 @@ export async function countChatTokens(ctx: AppContext, request: RequestContext, 
   const req = toChatRequest(body, request.auth.plan);
   const { prepared, contextSize } = await prepareInference(ctx, request, {
     model: body.model,
+    port: "chat",
     chat: req,
     input: { kind: "chat", req },
-    prepare: (engine, signal) => engine.prepareChat!(req, signal),
+    prepare: (chat, signal) => chat.prepareChat(req, signal),
   });
   return { object: "tokenize", model: body.model, count: prepared.promptTokens, max_model_len: contextSize };
 }

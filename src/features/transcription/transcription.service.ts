@@ -16,11 +16,12 @@ export async function transcribe(ctx: AppContext, request: RequestContext, input
   const req: TranscribeRequest = { file: input.file, language: input.language, prompt: input.prompt, temperature: input.temperature };
   const transcript = await runInference(ctx, request, {
     model: input.model,
+    port: "transcriptions",
     input: { kind: "transcriptions" },
-    prepare: (engine, signal) => engine.prepareTranscribe!(req, signal),
+    prepare: (transcriptions, signal) => transcriptions.prepareTranscribe(req, signal),
     // One slot per window of the recording, run side by side (the scheduler gives at most the model's parallel).
     slots: (prepared) => prepared.windows,
-    run: (engine, prepared, signal, lease) => engine.transcribe!(req, prepared, signal, lease.slots),
+    run: (transcriptions, prepared, signal, lease) => transcriptions.transcribe(req, prepared, signal, lease.slots),
     usage: (t) => ({ promptTokens: Math.ceil(t.duration ?? 0), completionTokens: t.completionTokens }),
   });
 
