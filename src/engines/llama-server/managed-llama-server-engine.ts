@@ -55,7 +55,7 @@ export class ManagedLlamaServerEngine implements Engine, ChatPort<UpstreamPrepar
     return this.relay?.contextSize ?? this.entry.contextSize;
   }
 
-  /** The process's pid and restarts (the admin view and tests read them). */
+  /** The process's pid, restarts and port (for tests and diagnostics; no API shows them). */
   get processInfo(): { pid: number | null; restarts: number; port: number } | null {
     return this.process ? { pid: this.process.pid, restarts: this.process.restarts, port: this.process.port } : null;
   }

@@ -59,9 +59,10 @@ interface LlamaPreparedEmbed extends PreparedEmbed {
 }
 
 /**
- * A GGUF model served by node-llama-cpp. Chat models get one context with `parallel` sequences, so concurrent
- * requests are decoded together in the same batches (continuous batching); each request holds one sequence for
- * its lifetime and disposes it at the end, on abort at once. Embedding models get an embedding context.
+ * A GGUF model served by node-llama-cpp. Chat models get one context with `parallel` sequences: each request takes
+ * a free sequence for its lifetime (the one whose cached tokens it can reuse best, takeSequence) and gives it back
+ * at the end, on abort at once, with its KV cache kept for the next request's shared prefix. Concurrent generations
+ * are decoded together, one llama.cpp pass per step (lockstep.ts). Embedding models get an embedding context.
  */
 export class LlamaEngine implements Engine, ChatPort<LlamaPreparedChat>, EmbedPort<LlamaPreparedEmbed> {
   readonly support = llamaChatSupport;
@@ -112,7 +113,7 @@ export class LlamaEngine implements Engine, ChatPort<LlamaPreparedChat>, EmbedPo
     const llama = await getLlamaRuntime();
     const model = await llama.loadModel({ modelPath: this.entry.path, loadSignal: signal });
     // Which llama.cpp build serves: the prebuilt one, or one compiled for this CPU (npm run build:llama-native),
-    // whose kernels batch f16 weights about a quarter faster (README, llama engine).
+    // whose kernels batch f16 weights about a quarter faster (docs/llama-batching.md, "Cause").
     this.log?.info({ llamaCppBinary: llama.buildType }, `llama.cpp: node-llama-cpp ${llama.buildType === "localBuild" ? "local build for this CPU" : "prebuilt CPU binary"}`);
     try {
       const threads = { ideal: this.threads, min: this.threads };
