@@ -3,11 +3,14 @@
  * `npx depcruise src test bench harness console`. docs/architecture.md draws the folder graph they allow.
  *
  * Each folder of src/ has an allow-list: the folders it may import besides itself (npm packages and Node's own are
- * always allowed). An allow-list is written as a `forbidden` rule whose `to.pathNot` names what is allowed, so a
- * violation names the layer it breaks. Dependencies point down:
+ * always allowed, and every layer above config/ may import config/ and errors/). An allow-list is written as a
+ * `forbidden` rule whose `to.pathNot` names what is allowed, so a violation names the layer it breaks. Dependencies
+ * point down (docs/architecture.md draws the graph):
  *
- *   cli → server.ts → scopes → features (generation below the endpoints) → plugins → auth → keys → store
- *   features → app-context.ts → catalog → scheduler → engines → audio → workers; http, metrics, telemetry, config, errors
+ *   cli/ → server.ts → scopes/ → features/ (endpoints → generation/, inference.ts, request-context.ts) and plugins/
+ *   features/, plugins/ → auth/ → keys/ → store/
+ *   features/ → app-context.ts → catalog/ → scheduler/ → engines/ → audio/ → workers/
+ *   beside them: metrics/ (reads the scheduler's stats), http/ (building blocks), telemetry/, config/ → errors/
  */
 
 /** `^src/(a|b)/` plus the root files named, for `pathNot`. */
@@ -86,9 +89,9 @@ module.exports = {
     layer("store-layer", "store", ["config", "errors"]),
     layer("keys-layer", "keys", ["store", "config", "errors"]),
     layer("http-layer", "http", ["config", "errors"], [], "http/ holds building blocks (SSE, TLS, request signal and body): config/ and errors/ only."),
-    layer("auth-layer", "auth", ["keys", "store", "http", "config", "errors"]),
+    layer("auth-layer", "auth", ["keys", "store", "config", "errors"]),
     layer("app-context-layer", "app-context.ts", ["catalog", "metrics", "store", "http", "config"]),
-    layer("plugins-layer", "plugins", ["auth", "keys", "store", "metrics", "telemetry", "http", "config", "errors"], ["app-context.ts"]),
+    layer("plugins-layer", "plugins", ["auth", "keys", "store", "metrics", "http", "config", "errors"], ["app-context.ts"]),
     {
       name: "generation-layer",
       comment: "features/generation/ (what chat and responses share) sits below the endpoints: it imports no feature.",
@@ -96,17 +99,17 @@ module.exports = {
       from: { path: "^src/features/generation/" },
       to: {
         path: "^src/",
-        pathNot: `^src/features/(generation/|inference\\.ts$|request-context\\.ts$)|${within(["engines", "scheduler", "metrics", "telemetry", "http", "config", "errors"], ["app-context.ts"])}`,
+        pathNot: `^src/features/(generation/|inference\\.ts$|request-context\\.ts$)|${within(["engines", "metrics", "http", "config", "errors"], ["app-context.ts"])}`,
       },
     },
     {
       name: "features-layer",
-      comment: "features/ may import the layers below it, never plugins/, scopes/, server.ts or cli/.",
+      comment: "features/ may import the layers below it (the store through keys/ or app decorations), never plugins/, scopes/, server.ts or cli/.",
       severity: "error",
       from: { path: "^src/features/", pathNot: "^src/features/generation/" },
       to: {
         path: "^src/",
-        pathNot: within(["features", "auth", "keys", "store", "catalog", "scheduler", "engines", "http", "metrics", "telemetry", "config", "errors"], ["app-context.ts"]),
+        pathNot: within(["features", "auth", "keys", "catalog", "scheduler", "engines", "http", "telemetry", "config", "errors"], ["app-context.ts"]),
       },
     },
     {

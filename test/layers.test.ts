@@ -3,25 +3,19 @@
 // kept apart. Each rule has a failing fixture under test/fixtures/layers/.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { cruise, type IReporterOutput } from "dependency-cruiser";
 import { repoRoot } from "../harness/server.ts";
 
 const ruleSet = createRequire(import.meta.url)(path.join(repoRoot, ".dependency-cruiser.cjs")) as { forbidden: { name: string }[]; options: Record<string, unknown> };
+
 interface Violation {
   rule: { name: string };
   from: string;
   to: string;
 }
-
-const baselineFile = path.join(repoRoot, ".dependency-cruiser-known-violations.json");
-/**
- * Violations recorded (`npx depcruise … --output-type baseline`) while the moves of issue 30 burn them down; the file
- * goes once none is left. Matched here rather than by dependency-cruiser, whose baseline skips folder cycles.
- */
-const knownViolations = existsSync(baselineFile) ? (JSON.parse(readFileSync(baselineFile, "utf8")) as Violation[]).map(describe) : [];
 
 const cruised = ["src", "test", "bench", "harness", "console"];
 
@@ -29,12 +23,12 @@ function describe(v: Violation): string {
   return `${v.rule.name}: ${v.from} -> ${v.to}`;
 }
 
-async function check(root: string, known: string[] = []): Promise<{ violations: string[]; sources: string[] }> {
+async function check(root: string): Promise<{ violations: string[]; sources: string[] }> {
   const dirs = cruised.filter((dir) => existsSync(path.join(root, dir)));
   const options = { ...ruleSet.options, validate: true, ruleSet: { forbidden: ruleSet.forbidden }, baseDir: root };
   const result = (await cruise(dirs, options as never)) as IReporterOutput;
   const output = result.output as { modules: { source: string }[]; summary: { violations: Violation[] } };
-  return { violations: output.summary.violations.map(describe).filter((v) => !known.includes(v)), sources: output.modules.map((m) => m.source) };
+  return { violations: output.summary.violations.map(describe), sources: output.modules.map((m) => m.source) };
 }
 
 function sourceFiles(dir: string): number {
@@ -42,7 +36,7 @@ function sourceFiles(dir: string): number {
 }
 
 test("issue 30 layers: src/, test/, bench/, harness/ and console/ keep every rule (allow-lists, no cycles)", async () => {
-  const { violations, sources } = await check(repoRoot, knownViolations);
+  const { violations, sources } = await check(repoRoot);
   assert.deepEqual(violations, []);
   const analysed = sources.filter((s) => s.startsWith("src/")).length;
   const files = sourceFiles(path.join(repoRoot, "src"));
