@@ -1,5 +1,4 @@
 import type { FastifyInstance } from "fastify";
-import "@fastify/swagger";
 import { consoleCookie } from "./console-sessions.ts";
 
 /** How a caller proves who it is, as the OpenAPI document's `components.securitySchemes` names them. */
