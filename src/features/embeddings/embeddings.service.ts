@@ -24,8 +24,8 @@ export async function createEmbeddings(ctx: AppContext, request: RequestContext,
     model: body.model,
     port: "embeddings",
     input: { kind: "embeddings", inputs: req.inputs },
-    prepare: (embeddings) => embeddings.prepareEmbed(req),
-    run: (embeddings, prepared, signal) => embeddings.embed(req, prepared, signal),
+    prepare: (port) => port.prepareEmbed(req),
+    run: (port, prepared, signal) => port.embed(req, prepared, signal),
     usage: (r) => ({ promptTokens: r.promptTokens, completionTokens: 0 }),
   });
   const base64 = body.encoding_format === "base64";

@@ -30,13 +30,13 @@ export async function collectChat(ctx: AppContext, request: RequestContext, mode
     port: "chat",
     chat: req,
     input: { kind: "chat", req },
-    prepare: (chat, signal) => chat.prepareChat(req, signal),
-    run: async (chat, prepared, signal) => {
+    prepare: (port, signal) => port.prepareChat(req, signal),
+    run: async (port, prepared, signal) => {
       created = Math.floor(Date.now() / 1000);
       const acc = new Accumulator();
       const timer = new GenerationTimer(ctx.metrics, model, request);
       try {
-        for await (const delta of chat.chat(req, prepared, signal)) {
+        for await (const delta of port.chat(req, prepared, signal)) {
           if (delta.type !== "done") timer.piece();
           acc.add(delta);
         }
@@ -79,7 +79,7 @@ export async function streamChatTo(ctx: AppContext, request: RequestContext, mod
     writer.fail(appError);
   };
 
-  const run = async (chat: ChatPort, prepared: PreparedChat, signal: AbortSignal) => {
+  const run = async (port: ChatPort, prepared: PreparedChat, signal: AbortSignal) => {
     const acc = new Accumulator();
     const timer = new GenerationTimer(ctx.metrics, model, request);
     let started = false;
@@ -89,7 +89,7 @@ export async function streamChatTo(ctx: AppContext, request: RequestContext, mod
       writer.finish(reason, acc);
     };
     try {
-      for await (const delta of chat.chat(req, prepared, signal)) {
+      for await (const delta of port.chat(req, prepared, signal)) {
         acc.add(delta);
         if (delta.type === "done") break;
         timer.piece();
@@ -126,7 +126,7 @@ export async function streamChatTo(ctx: AppContext, request: RequestContext, mod
       port: "chat",
       chat: req,
       input: { kind: "chat", req },
-      prepare: (chat, signal) => chat.prepareChat(req, signal),
+      prepare: (port, signal) => port.prepareChat(req, signal),
       // Waiting in the queue: `: keep-alive` comments every 15 s keep proxies from closing the connection.
       onQueued: () => sse.keepAliveUntilFirstFrame(),
       run,

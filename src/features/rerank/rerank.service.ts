@@ -19,8 +19,8 @@ export async function rerank(ctx: AppContext, request: RequestContext, body: Rer
     model: body.model,
     port: "rerank",
     input: { kind: "rerank", query: req.query, documents: req.documents },
-    prepare: (rerank) => rerank.prepareRerank(req),
-    run: (rerank, prepared, signal) => rerank.rerank(req, prepared, signal),
+    prepare: (port) => port.prepareRerank(req),
+    run: (port, prepared, signal) => port.rerank(req, prepared, signal),
     usage: (r) => ({ promptTokens: r.promptTokens, completionTokens: 0 }),
   });
   return {

@@ -17,7 +17,7 @@ export async function countChatTokens(ctx: AppContext, request: RequestContext, 
     port: "chat",
     chat: req,
     input: { kind: "chat", req },
-    prepare: (chat, signal) => chat.prepareChat(req, signal),
+    prepare: (port, signal) => port.prepareChat(req, signal),
   });
   return { object: "tokenize", model: body.model, count: prepared.promptTokens, max_model_len: contextSize };
 }

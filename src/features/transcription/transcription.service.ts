@@ -18,10 +18,10 @@ export async function transcribe(ctx: AppContext, request: RequestContext, input
     model: input.model,
     port: "transcriptions",
     input: { kind: "transcriptions" },
-    prepare: (transcriptions, signal) => transcriptions.prepareTranscribe(req, signal),
+    prepare: (port, signal) => port.prepareTranscribe(req, signal),
     // One slot per window of the recording, run side by side (the scheduler gives at most the model's parallel).
     slots: (prepared) => prepared.windows,
-    run: (transcriptions, prepared, signal, lease) => transcriptions.transcribe(req, prepared, signal, lease.slots),
+    run: (port, prepared, signal, lease) => port.transcribe(req, prepared, signal, lease.slots),
     usage: (t) => ({ promptTokens: Math.ceil(t.duration ?? 0), completionTokens: t.completionTokens }),
   });
 
