@@ -12,8 +12,8 @@ import { LlamaEngine } from "../src/engines/llama/llama-engine.ts";
 import type { Lockstep } from "../src/engines/llama/lockstep.ts";
 import type { LlamaContextSequence } from "node-llama-cpp";
 import type { ChatRequest } from "../src/engines/engine.ts";
-import { testConfig } from "../test/helpers/config.ts";
-import { shapedModel } from "../test/helpers/shaped-model.ts";
+import { testConfig } from "../harness/config.ts";
+import { shapedModel } from "../harness/shaped-model.ts";
 
 const [streamList = "1,4,8", tokenArg = "64", roundArg = "3"] = process.argv.slice(2);
 const streams = streamList.split(",").map(Number);

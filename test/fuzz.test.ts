@@ -8,7 +8,7 @@ import path from "node:path";
 import fc from "fast-check";
 import { Client } from "undici";
 import { errorCatalog, type ErrorCode } from "../src/errors/catalog.ts";
-import { modelsDir, startServer, type TestServer } from "./helpers/server.ts";
+import { modelsDir, startServer, type TestServer } from "../harness/server.ts";
 import { RawConnection } from "./helpers/raw-http.ts";
 
 const seed = 20261124;

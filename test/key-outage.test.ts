@@ -7,12 +7,12 @@ import pg from "pg";
 import { revokeKey } from "../src/keys/lifecycle.ts";
 import { openStore } from "../src/store/store.ts";
 import { StoreHealth, isStoreBusy, isStoreUnreachable } from "../src/store/store-health.ts";
-import { freshPostgres, redisTestUrl, silentLogger } from "./helpers/keys.ts";
-import { startServer, tempDir, type TestServer } from "./helpers/server.ts";
-import { testConfig } from "./helpers/config.ts";
+import { freshPostgres, redisTestUrl, silentLogger } from "../harness/keys.ts";
+import { startServer, tempDir, type TestServer } from "../harness/server.ts";
+import { testConfig } from "../harness/config.ts";
 import { sql } from "kysely";
 import { errorOf } from "./helpers/errors.ts";
-import { TcpProxy } from "./helpers/tcp-proxy.ts";
+import { TcpProxy } from "../harness/tcp-proxy.ts";
 import { randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";
 

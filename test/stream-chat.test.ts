@@ -2,12 +2,14 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
 import OpenAI from "openai";
-import { startServer, modelsDir, type TestServer } from "./helpers/server.ts";
+import { startServer, modelsDir, type TestServer } from "../harness/server.ts";
+import { recordingEngines } from "./helpers/engines.ts";
 import type { LlamaEngine } from "../src/engines/llama/llama-engine.ts";
 import { parseSse, sseFrames } from "./helpers/sse.ts";
 
 let srv: TestServer;
 let key: string;
+const engines = recordingEngines();
 
 const stories = path.join(modelsDir, "stories260K.gguf");
 
@@ -21,7 +23,7 @@ before(async () => {
       { id: "lazy", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 1, threads: 1, load: "lazy" },
       { id: "doomed", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 2048, parallel: 1, threads: 1 },
     ],
-  });
+  }, { engines: engines.registry });
   key = (await srv.createKey()).key;
 });
 
@@ -179,7 +181,7 @@ test("continuous batching: 4 concurrent streams on parallel 4 interleave, on fre
 });
 
 test("continuous batching: while 4 streams generate, each llama_decode carries the next token of all 4, in one pass", async () => {
-  const engine = srv.server.ctx.catalog.get("batching").loadedEngine() as LlamaEngine;
+  const engine = engines.loaded(srv, "batching") as LlamaEngine;
   const batches = decodes(engine);
   const tokens = await Promise.all(
     [0, 1, 2, 3].map(async () => {
@@ -202,7 +204,7 @@ test("continuous batching: while 4 streams generate, each llama_decode carries t
 });
 
 test("continuous batching: a second concurrent request takes the free sequence next to the busy one, so each decode stays one pass", async () => {
-  const engine = srv.server.ctx.catalog.get("neighbours").loadedEngine() as LlamaEngine;
+  const engine = engines.loaded(srv, "neighbours") as LlamaEngine;
   const complete = async (content: string, max_tokens: number) => {
     const res = await post({ model: "neighbours", messages: [{ role: "user", content }], max_tokens, temperature: 0 });
     assert.equal(res.status, 200);
@@ -248,7 +250,7 @@ test("abort: 200 streams aborted mid-generation free every sequence; the next re
   while ((runner.stats().active > 0 || runner.stats().queueDepth > 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
   assert.equal(runner.stats().active, 0);
   assert.equal(runner.stats().queueDepth, 0);
-  const engine = runner.loadedEngine() as LlamaEngine;
+  const engine = engines.loaded(srv, "stories") as LlamaEngine;
   assert.equal(engine.sequencesLeft, 4, "every llama sequence is free");
   assert.equal(engine.lockstepStats.generations, 0, "no generation is left open in the lockstep gate");
   const started = performance.now();
@@ -298,7 +300,7 @@ test("§4.2 the openai client raises APIError for a 503 and honours no retries w
 });
 
 test("decisions.md: an error after the first token is one error event, then the stream closes without [DONE]", async () => {
-  const engine = srv.server.ctx.catalog.get("doomed").loadedEngine()!;
+  const engine = engines.loaded(srv, "doomed")!;
   const res = await post({ model: "doomed", messages: once, max_tokens: 2000, temperature: 1, seed: 3, stream: true });
   assert.equal(res.status, 200);
   const events: any[] = [];

@@ -3,9 +3,9 @@ import { after, before, test } from "node:test";
 import type { ChatMessage } from "../src/engines/engine.ts";
 import { conversationKey } from "../src/engines/upstream/affinity-key.ts";
 import { AffinityRing } from "../src/engines/upstream/affinity-ring.ts";
-import { startLlamaServer, type LlamaServer } from "./helpers/llama-server.ts";
-import { startServer, type TestServer } from "./helpers/server.ts";
-import { shapedModel } from "./helpers/shaped-model.ts";
+import { startLlamaServer, type LlamaServer } from "../harness/llama-server.ts";
+import { startServer, type TestServer } from "../harness/server.ts";
+import { shapedModel } from "../harness/shaped-model.ts";
 
 /**
  * `routing: prefix-affinity` over three real llama-server processes (the SmolLM2-135M-shaped model, 2 slots each,

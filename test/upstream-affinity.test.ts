@@ -5,7 +5,7 @@ import type { ChatMessage } from "../src/engines/engine.ts";
 import { conversationKey } from "../src/engines/upstream/affinity-key.ts";
 import { AffinityRing } from "../src/engines/upstream/affinity-ring.ts";
 import { json, sse, startReplay, type Replay } from "./helpers/replay-upstream.ts";
-import { startServer, type TestServer } from "./helpers/server.ts";
+import { startServer, type TestServer } from "../harness/server.ts";
 
 /**
  * `routing: prefix-affinity` through a real Modelgate node, with four REPLAY SERVERS as upstreams, so that a test

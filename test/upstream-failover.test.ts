@@ -2,10 +2,10 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
-import { testConfig } from "./helpers/config.ts";
-import { createKey } from "./helpers/keys.ts";
-import { modelsDir, spawnServer, startServer, tempDir, trustingFetch, type SpawnedServer, type TestServer } from "./helpers/server.ts";
-import { shapedModel } from "./helpers/shaped-model.ts";
+import { testConfig } from "../harness/config.ts";
+import { createKey } from "../harness/keys.ts";
+import { modelsDir, spawnServer, startServer, tempDir, trustingFetch, type SpawnedServer, type TestServer } from "../harness/server.ts";
+import { shapedModel } from "../harness/shaped-model.ts";
 import { parseSse } from "./helpers/sse.ts";
 
 /**

@@ -1,4 +1,13 @@
+import type { TSchema } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
+import { adminSchemas } from "./admin/admin.schema.ts";
+import { chatSchemas } from "./chat/chat.schema.ts";
+import { embeddingsSchemas } from "./embeddings/embeddings.schema.ts";
+import { modelsSchemas } from "./models/models.schema.ts";
+import { rerankSchemas } from "./rerank/rerank.schema.ts";
+import { responsesSchemas } from "./responses/responses.schema.ts";
+import { tokenizeSchemas } from "./tokenize/tokenize.schema.ts";
+import { transcriptionSchemas } from "./transcription/transcription.schema.ts";
 import modelsRoutes from "./models/models.route.ts";
 import healthRoutes from "./health/health.route.ts";
 import openapiRoutes from "./openapi/openapi.route.ts";
@@ -26,3 +35,15 @@ export const consoleRoutes: Routes[] = [consolePageRoutes, consoleLoginRoutes];
 
 /** Routes that take no credentials (src/scopes/public.scope.ts). */
 export const publicRoutes: Routes[] = [healthRoutes];
+
+/** Every feature's shared schemas, registered before the routes and listed in the OpenAPI document (openapi/openapi-document.ts). */
+export const featureSchemas: TSchema[] = [
+  ...chatSchemas,
+  ...responsesSchemas,
+  ...embeddingsSchemas,
+  ...transcriptionSchemas,
+  ...rerankSchemas,
+  ...tokenizeSchemas,
+  ...modelsSchemas,
+  ...adminSchemas,
+];

@@ -11,12 +11,23 @@ import {
 } from "node-llama-cpp";
 import type { ModelEntry } from "../../config/app-config.ts";
 import type { EngineLog } from "../engine-kind.ts";
-import { fitContextWindow } from "../context-window.ts";
+import { fitCompletion } from "../context-window.ts";
 import { AppError } from "../../errors/app-error.ts";
-import type { ChatDelta, ChatRequest, EmbedRequest, EmbedResult, Engine, PreparedChat, PreparedEmbed, PromptCacheStats } from "../engine.ts";
+import type {
+  ChatDelta,
+  ChatPort,
+  ChatRequest,
+  EmbedPort,
+  EmbedRequest,
+  EmbedResult,
+  Engine,
+  PreparedChat,
+  PreparedEmbed,
+  PromptCacheStats,
+} from "../engine.ts";
 import { toChatHistory } from "./chat-history.ts";
-import { DeltaQueue } from "./delta-queue.ts";
-import { llamaChatSupport, llamaOptions } from "./llama.kind.ts";
+import { AsyncQueue } from "../../workers/async-queue.ts";
+import { llamaChatSupport, llamaOptions } from "./llama.support.ts";
 import { embedAll, embeddingContextSize, embeddingInputLimit, tokenizeInputs, type TokenizedInputs } from "./llama-embed.ts";
 import { getLlamaRuntime } from "./llama-runtime.ts";
 import { PlainTextChatWrapper } from "./plain-chat-wrapper.ts";
@@ -48,11 +59,12 @@ interface LlamaPreparedEmbed extends PreparedEmbed {
 }
 
 /**
- * A GGUF model served by node-llama-cpp. Chat models get one context with `parallel` sequences, so concurrent
- * requests are decoded together in the same batches (continuous batching); each request holds one sequence for
- * its lifetime and disposes it at the end, on abort at once. Embedding models get an embedding context.
+ * A GGUF model served by node-llama-cpp. Chat models get one context with `parallel` sequences: each request takes
+ * a free sequence for its lifetime (the one whose cached tokens it can reuse best, takeSequence) and gives it back
+ * at the end, on abort at once, with its KV cache kept for the next request's shared prefix. Concurrent generations
+ * are decoded together, one llama.cpp pass per step (lockstep.ts). Embedding models get an embedding context.
  */
-export class LlamaEngine implements Engine {
+export class LlamaEngine implements Engine, ChatPort<LlamaPreparedChat>, EmbedPort<LlamaPreparedEmbed> {
   readonly support = llamaChatSupport;
   private readonly capabilities: ReadonlySet<string>;
   private readonly threads: number;
@@ -101,7 +113,7 @@ export class LlamaEngine implements Engine {
     const llama = await getLlamaRuntime();
     const model = await llama.loadModel({ modelPath: this.entry.path, loadSignal: signal });
     // Which llama.cpp build serves: the prebuilt one, or one compiled for this CPU (npm run build:llama-native),
-    // whose kernels batch f16 weights about a quarter faster (README, llama engine).
+    // whose kernels batch f16 weights about a quarter faster (docs/llama-batching.md, "Cause").
     this.log?.info({ llamaCppBinary: llama.buildType }, `llama.cpp: node-llama-cpp ${llama.buildType === "localBuild" ? "local build for this CPU" : "prebuilt CPU binary"}`);
     try {
       const threads = { ideal: this.threads, min: this.threads };
@@ -218,20 +230,20 @@ export class LlamaEngine implements Engine {
     });
     const tokens = contextText.tokenize(model.tokenizer);
     const promptTokens = tokens.length;
-    return { promptTokens, maxTokens: fitContextWindow(context.contextSize, promptTokens, req.maxTokens), plan, tokens };
+    return { promptTokens, maxTokens: fitCompletion(context.contextSize, promptTokens, req).budget, plan, tokens };
   }
 
-  async *chat(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
+  async *chat(req: ChatRequest, prepared: LlamaPreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
     const { wrapper } = this.ready();
-    const { plan } = prepared as LlamaPreparedChat;
+    const { plan } = prepared;
     signal.throwIfAborted();
-    const sequence = this.takeSequence((prepared as LlamaPreparedChat).tokens);
+    const sequence = this.takeSequence(prepared.tokens);
     if (req.topLogprobs !== null) {
       try {
         yield* sampleWithLogprobs({
           model: this.model!,
           sequence,
-          promptTokens: (prepared as LlamaPreparedChat).tokens,
+          promptTokens: prepared.tokens,
           maxTokens: prepared.maxTokens,
           temperature: req.temperature ?? this.entry.defaults.temperature ?? defaultTemperature,
           topP: req.topP ?? this.entry.defaults.topP ?? defaultTopP,
@@ -250,7 +262,7 @@ export class LlamaEngine implements Engine {
     signal.addEventListener("abort", onAbort, { once: true });
     const startTokens = sequence.tokenMeter.usedOutputTokens;
     const chat = new LlamaChat({ contextSequence: sequence, chatWrapper: plan.wrapper ?? wrapper });
-    const queue = new DeltaQueue<ChatDelta>();
+    const queue = new AsyncQueue<ChatDelta>();
     const temperature = req.temperature ?? this.entry.defaults.temperature ?? defaultTemperature;
     let callIndex = -1;
     let pendingSpace = "";
@@ -327,13 +339,13 @@ export class LlamaEngine implements Engine {
   /** Tokenizes and checks every input before capacity is taken (400 invalid_parameter naming `input[i]`). */
   prepareEmbed(req: EmbedRequest): LlamaPreparedEmbed {
     if (!this.embedder) throw new Error(`model ${this.entry.id} is not loaded for embeddings`);
-    const inputs = tokenizeInputs(this.embedder, req.inputs, embeddingInputLimit(this.embedder, this.entry));
+    const inputs = tokenizeInputs(this.embedder, req.inputs, embeddingInputLimit(this.embedder, this.entry), this.entry.id);
     return { inputs, promptTokens: inputs.promptTokens };
   }
 
-  async embed(_req: EmbedRequest, prepared: PreparedEmbed, signal: AbortSignal): Promise<EmbedResult> {
+  async embed(_req: EmbedRequest, prepared: LlamaPreparedEmbed, signal: AbortSignal): Promise<EmbedResult> {
     if (!this.embedder) throw new Error(`model ${this.entry.id} is not loaded for embeddings`);
-    return embedAll(this.embedder, (prepared as LlamaPreparedEmbed).inputs, signal);
+    return embedAll(this.embedder, prepared.inputs, signal);
   }
 }
 

@@ -1,13 +1,11 @@
 import { Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
 import { errorResponses } from "../../errors/error.schema.ts";
-import { isStoreBusy, isStoreUnreachable } from "../../store/store-health.ts";
-import { AppError } from "../../errors/app-error.ts";
 import {
-  LifecycleError,
   createAccount,
   createKey,
   findAccount,
+  lifecycleToAppError,
   listAccounts,
   listKeys,
   revokeKey,
@@ -36,7 +34,7 @@ import type { FastifyRequest } from "fastify";
 import type { AuditContext } from "../../keys/lifecycle.ts";
 
 /**
- * Who makes an admin call, for the audit log: a console login or the admin token (plugins/admin-auth.ts sets
+ * Who makes an admin call, for the audit log: a console login or the admin token (auth/admin-auth.plugin.ts sets
  * which), the `x-on-behalf-of` contact when support acts on a customer's request, and the client address.
  */
 function auditOf(request: FastifyRequest): AuditContext {
@@ -44,19 +42,11 @@ function auditOf(request: FastifyRequest): AuditContext {
   return { actor: request.adminActor ?? "admin-token", onBehalfOf: typeof header === "string" ? header : null, source: request.clientIp || request.ip };
 }
 
-function toAppError(err: unknown): unknown {
-  if (isStoreUnreachable(err)) return new AppError("overloaded", { message: "The database is unreachable; retry shortly.", retryAfterMs: 2000 });
-  if (isStoreBusy(err)) return new AppError("overloaded", { message: "The database is busy; retry shortly.", retryAfterMs: 1000 });
-  if (!(err instanceof LifecycleError)) return err;
-  if (err.code === "not_found") return new AppError("model_not_found", { param: err.param, message: err.message });
-  return new AppError("invalid_parameter", { param: err.param, message: err.message });
-}
-
 async function run<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
-    throw toAppError(err);
+    throw lifecycleToAppError(err);
   }
 }
 

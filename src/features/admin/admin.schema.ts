@@ -1,4 +1,4 @@
-import { Type, type Static } from "@sinclair/typebox";
+import { Type, type Static, type TSchema } from "@sinclair/typebox";
 import { Endpoint } from "../../config/config.schema.ts";
 
 export const CreateAccountBody = Type.Object(
@@ -237,3 +237,6 @@ export const AdminModel = Type.Object(
   { $id: "AdminModel" },
 );
 export const AdminModelList = Type.Object({ object: Type.Literal("list"), data: Type.Array(Type.Ref(AdminModel)) }, { $id: "AdminModelList" });
+
+/** This feature's shared schemas: routes refer to them by `$id`, and the OpenAPI document lists them as components. */
+export const adminSchemas: TSchema[] = [AccountSchema, AccountList, KeySchema, KeyList, CreatedKeySchema, RevokedKeySchema, UsageList, DailyUsageList, AuditList, AdminModel, AdminModelList];

@@ -1,7 +1,7 @@
 import { Type, type Static } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
 import { sizeOnDisk } from "../../catalog/local-state.ts";
-import { missingFilesMessage, pullCommandFor } from "../../catalog/model-files.ts";
+import { missingFilesMessage, pullCommandFor } from "../../config/model-files.ts";
 import { AppError } from "../../errors/app-error.ts";
 import type { UpstreamStats } from "../../engines/engine.ts";
 import type { ModelRunner } from "../../scheduler/model-runner.ts";

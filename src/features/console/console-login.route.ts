@@ -2,9 +2,10 @@ import { Type, type Static } from "@sinclair/typebox";
 import type { FastifyInstance, FastifyReply } from "fastify";
 import "@fastify/cookie";
 import { consoleCookie } from "../../auth/console-sessions.ts";
+import { consoleLogin } from "../../auth/openapi-security.ts";
 import { errorResponses } from "../../errors/error.schema.ts";
 import { AppError } from "../../errors/app-error.ts";
-import { authenticateAdmin, checkAdminToken } from "../../plugins/admin-auth.ts";
+import { authenticateAdmin, checkAdminToken } from "../../auth/admin-auth.plugin.ts";
 
 const LoginBody = Type.Object({ token: Type.String({ minLength: 1, maxLength: 4096 }) }, { additionalProperties: false });
 const SessionAnswer = Type.Object({
@@ -21,7 +22,7 @@ function setLoginCookie(reply: FastifyReply, id: string, maxAgeMs: number): void
 
 /**
  * The console's login (spec §2.9): the admin token, once, for an HttpOnly, Secure, SameSite=Strict cookie. The
- * console then calls the admin API with that cookie (plugins/admin-auth.ts), with the login's CSRF token on every
+ * console then calls the admin API with that cookie (auth/admin-auth.plugin.ts), with the login's CSRF token on every
  * change.
  */
 export default async function consoleLoginRoutes(app: FastifyInstance): Promise<void> {
@@ -42,7 +43,7 @@ export default async function consoleLoginRoutes(app: FastifyInstance): Promise<
 
   app.get(
     "/console/api/session",
-    { schema: { operationId: "consoleSession", tags, summary: "The console login's CSRF token, while the cookie is valid", response: { 200: SessionAnswer, ...errorResponses(401, 429) } } },
+    { schema: { operationId: "consoleSession", tags, summary: "The console login's CSRF token, while the cookie is valid", security: [{ consoleCookie: [] }], response: { 200: SessionAnswer, ...errorResponses(401, 429) } } },
     async (request) => {
       const id = request.cookies[consoleCookie];
       const session = id ? app.consoleSessions.get(id) : null;
@@ -55,7 +56,7 @@ export default async function consoleLoginRoutes(app: FastifyInstance): Promise<
   app.post(
     "/console/api/logout",
     {
-      schema: { operationId: "consoleLogout", tags, summary: "End the console login (the cookie is refused afterwards)", response: { 200: Type.Object({ loggedOut: Type.Literal(true) }), ...errorResponses(401, 429) } },
+      schema: { operationId: "consoleLogout", tags, summary: "End the console login (the cookie is refused afterwards)", security: [consoleLogin("POST")], response: { 200: Type.Object({ loggedOut: Type.Literal(true) }), ...errorResponses(401, 429) } },
       // The same check as any admin call with the cookie: a cross-site page cannot log the console out either.
       onRequest: authenticateAdmin,
     },
