@@ -73,6 +73,8 @@ export interface OidcSettings {
   /** Lower-cased. */
   adminEmails: string[];
   viewerEmails: string[];
+  /** Absolute path of extra CA certificates for the provider's TLS. */
+  caFile: string | null;
 }
 
 /** The console's users and sessions. */

@@ -50,6 +50,8 @@ export const OidcConfig = Type.Object(
     /** Emails that get operator-admin or operator-viewer (checked when no role claim gives a role). */
     adminEmails: Type.Optional(Type.Array(Type.String())),
     viewerEmails: Type.Optional(Type.Array(Type.String())),
+    /** A PEM file of CA certificates trusted for the provider besides the system's (a private CA). */
+    caFile: Type.Optional(Type.String({ minLength: 1 })),
   },
   { additionalProperties: false },
 );

@@ -271,7 +271,7 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
     adminTokenFailureLimit: input.adminTokenFailureLimit
       ? { requests: input.adminTokenFailureLimit.requests, windowMs: parseDuration(input.adminTokenFailureLimit.window) }
       : { requests: 1000, windowMs: 60_000 },
-    console: consoleSettings(input.console),
+    console: consoleSettings(input.console, configDir),
     defaultPlan,
     plans,
     models: modelConfigs.map((m, index) => resolveModel(m, { configDir, dataDir, serverTimeoutMs: requestTimeoutMs, engines, file: file ?? "config", index })),
@@ -280,7 +280,7 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
   };
 }
 
-function consoleSettings(input: ConfigInput["console"] = {}): ConsoleSettings {
+function consoleSettings(input: ConfigInput["console"] = {}, configDir: string): ConsoleSettings {
   const oidc = input.oidc;
   const lower = (emails: string[] | undefined) => (emails ?? []).map((e) => e.trim().toLowerCase()).filter(Boolean);
   return {
@@ -301,6 +301,7 @@ function consoleSettings(input: ConfigInput["console"] = {}): ConsoleSettings {
           viewerValue: oidc.viewerValue ?? "operator-viewer",
           adminEmails: lower(oidc.adminEmails),
           viewerEmails: lower(oidc.viewerEmails),
+          caFile: oidc.caFile ? path.resolve(configDir, oidc.caFile) : null,
         }
       : null,
   };

@@ -99,6 +99,11 @@ export class UsersRepo {
     await this.db.deleteFrom("recovery_codes").where("user_id", "=", id).execute();
   }
 
+  /** Frees a removed user's email for a new user (emails are unique); the audit log keeps the address it recorded. */
+  async retireEmail(id: string): Promise<void> {
+    await this.db.updateTable("users").set((eb) => ({ email: eb.fn<string>("concat", [eb.val(`removed:${id}:`), eb.ref("email")]) })).where("id", "=", id).execute();
+  }
+
   async totp(id: string): Promise<{ secret: string | null; enabled: boolean; lastStep: number | null }> {
     const row = await this.db.selectFrom("users").select(["totp_secret", "totp_enabled_at", "totp_last_step"]).where("id", "=", id).executeTakeFirst();
     return { secret: row?.totp_secret ?? null, enabled: Boolean(row?.totp_enabled_at), lastStep: row?.totp_last_step == null ? null : Number(row.totp_last_step) };
