@@ -25,7 +25,8 @@ import publicScope from "./scopes/public.scope.ts";
 import fallbackScope from "./scopes/fallback.scope.ts";
 import metricsScope from "./scopes/metrics.scope.ts";
 import consoleScope from "./scopes/console.scope.ts";
-import { ConsoleSessions } from "./auth/console-sessions.ts";
+import { ConsoleSessions, DatabaseSessions, RedisSessions } from "./auth/console-sessions.ts";
+import { OidcSignIn } from "./auth/oidc.ts";
 import { Metrics } from "./metrics/metrics.ts";
 import { observabilityPlugin } from "./plugins/observability.ts";
 import { startTracing } from "./telemetry/tracing.ts";
@@ -119,8 +120,14 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   app.decorate("routeTable", routeTable);
   app.addHook("onRoute", (route) => routeTable.add(route.method, route.url, route.schema));
 
-  app.decorate("consoleSessions", new ConsoleSessions());
-  app.decorateRequest("adminActor", null);
+  const timeouts = { idleMs: config.console.sessionIdleMs, lifetimeMs: config.console.sessionLifetimeMs };
+  const sessionBackend = config.redisUrl ? await RedisSessions.connect(config.redisUrl, config.deployment) : new DatabaseSessions(store.sessions, timeouts);
+  const consoleSessions = new ConsoleSessions(sessionBackend, timeouts);
+  closers.push(() => consoleSessions.close());
+  app.decorate("consoleSessions", consoleSessions);
+  app.decorate("oidc", config.console.oidc ? new OidcSignIn(config.console.oidc) : null);
+  app.decorateRequest("principal", null);
+  app.decorateRequest("consoleSession", null);
   await app.register(requestIdPlugin);
   if (config.observability) await app.register(observabilityPlugin, { metrics });
   await app.register(proxyPlugin, { trustProxy: config.server.trustProxy });

@@ -11,7 +11,10 @@ import modelsAdminRoutes from "./admin/models-admin.route.ts";
 import tokenizeRoutes from "./tokenize/tokenize.route.ts";
 import responsesRoutes from "./responses/responses.route.ts";
 import consolePageRoutes from "./console/console.route.ts";
-import consoleLoginRoutes from "./console/console-login.route.ts";
+import consoleSessionRoutes from "./console/console-session.route.ts";
+import consoleTotpRoutes from "./console/console-totp.route.ts";
+import consoleOidcRoutes from "./console/console-oidc.route.ts";
+import membersAdminRoutes from "./admin/members-admin.route.ts";
 
 type Routes = (app: FastifyInstance) => Promise<void>;
 
@@ -19,10 +22,10 @@ type Routes = (app: FastifyInstance) => Promise<void>;
 export const v1Routes: Routes[] = [modelsRoutes, openapiRoutes, chatRoutes, responsesRoutes, embeddingsRoutes, transcriptionRoutes, rerankRoutes, tokenizeRoutes];
 
 /** Routes under /admin/v1 (paths relative to it): the admin token (src/scopes/admin.scope.ts). */
-export const adminRoutes: Routes[] = [adminRoutesOfAccounts, modelsAdminRoutes];
+export const adminRoutes: Routes[] = [adminRoutesOfAccounts, membersAdminRoutes, modelsAdminRoutes];
 
 /** The web console: its page and files, and the login (src/scopes/console.scope.ts). */
-export const consoleRoutes: Routes[] = [consolePageRoutes, consoleLoginRoutes];
+export const consoleRoutes: Routes[] = [consolePageRoutes, consoleSessionRoutes, consoleTotpRoutes, consoleOidcRoutes];
 
 /** Routes that take no credentials (src/scopes/public.scope.ts). */
 export const publicRoutes: Routes[] = [healthRoutes];

@@ -23,6 +23,8 @@ import {
   DailyUsageList,
   AuditList,
 } from "../features/admin/admin.schema.ts";
+import { CreatedLinkSchema, InviteSchema, PlanLimitsSchema, UserList, UserSchema } from "../features/admin/members.schema.ts";
+import { SessionAnswer } from "../features/console/console-sign-in.ts";
 
 /**
  * The shared schemas: routes refer to them by `$id`, Fastify validates and serialises with them, and the OpenAPI
@@ -56,6 +58,12 @@ const components: TSchema[] = [
   AuditList,
   AdminModel,
   AdminModelList,
+  UserSchema,
+  InviteSchema,
+  UserList,
+  CreatedLinkSchema,
+  PlanLimitsSchema,
+  SessionAnswer,
 ];
 
 const readMethods = new Set(["GET", "HEAD", "OPTIONS"]);
@@ -67,7 +75,7 @@ function securityFor(url: string, method: string): Record<string, string[]>[] {
   if (url.startsWith("/v1/")) return [{ apiKey: [] }];
   if (url.startsWith("/admin/")) return [{ adminToken: [] }, consoleLogin];
   if (url === "/console/api/session") return [{ consoleCookie: [] }];
-  if (url === "/console/api/logout") return [consoleLogin];
+  if (url === "/console/api/logout" || url === "/console/api/logout-everywhere" || url.startsWith("/console/api/totp/")) return [consoleLogin];
   if (url === "/metrics") return [{ adminToken: [] }, { metricsToken: [] }];
   return [];
 }
@@ -94,7 +102,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         { name: "audio", description: "§4.4" },
         { name: "rerank", description: "§4.5" },
         { name: "admin", description: "Accounts, keys, usage, the audit log and models (admin token, or the console's login)" },
-        { name: "console", description: "The web console's login (§2.9): the admin token for an HttpOnly cookie" },
+        { name: "console", description: "The web console's sign-in (§2.9): members and operators, sessions, invites, TOTP, OpenID Connect" },
         { name: "health", description: "Liveness and readiness (no credentials)" },
       ],
       components: {
@@ -102,7 +110,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
           apiKey: { type: "http", scheme: "bearer", description: "Authorization: Bearer <API key>" },
           adminToken: { type: "http", scheme: "bearer", description: "Authorization: Bearer <adminToken> (or x-admin-token)" },
           metricsToken: { type: "http", scheme: "bearer", description: "Authorization: Bearer <metrics.token>: GET /metrics only" },
-          consoleCookie: { type: "apiKey", in: "cookie", name: consoleCookie, description: "The console's login (POST /console/api/login)" },
+          consoleCookie: { type: "apiKey", in: "cookie", name: consoleCookie, description: "A console session (POST /console/api/login, an invite, or OpenID Connect): a member is confined to their account and role" },
           csrfToken: { type: "apiKey", in: "header", name: "X-CSRF-Token", description: "The console login's CSRF token: every call with the cookie that changes something" },
         },
       },
