@@ -73,7 +73,7 @@ export class OidcSignIn {
   /** The provider's answer (`callbackUrl` with code and state), checked and exchanged for a verified ID token. */
   async finish(callbackUrl: URL, transaction: OidcTransaction): Promise<OidcIdentity> {
     const config = await this.config();
-    let claims: client.IDToken | undefined;
+    let claims: Record<string, unknown> & { sub: string; email?: unknown; email_verified?: unknown };
     try {
       const tokens = await client.authorizationCodeGrant(config, callbackUrl, {
         pkceCodeVerifier: transaction.verifier,
@@ -81,15 +81,23 @@ export class OidcSignIn {
         expectedNonce: transaction.nonce,
         idTokenExpected: true,
       }, { redirect_uri: transaction.redirectUri });
-      claims = tokens.claims();
+      const idToken = tokens.claims();
+      if (!idToken) throw new OidcRefusal("The identity provider sent no ID token.");
+      claims = idToken;
+      // Many providers put the email and groups in the ID token; others (and the spec's default) only at the
+      // UserInfo endpoint, whose answer must be about the same subject (openid-client checks it).
+      const needed = [ "email", ...(this.settings.roleClaim ? [this.settings.roleClaim] : [])];
+      if (needed.some((name) => claims[name] === undefined)) {
+        claims = { ...(await client.fetchUserInfo(config, tokens.access_token, idToken.sub)), ...idToken };
+      }
     } catch (err) {
+      if (err instanceof OidcRefusal) throw err;
       throw new OidcRefusal(`The identity provider's answer was refused: ${(err as Error).message}`);
     }
-    if (!claims) throw new OidcRefusal("The identity provider sent no ID token.");
     const email = typeof claims.email === "string" ? claims.email.trim().toLowerCase() : "";
     if (!email) throw new OidcRefusal("The identity provider sent no email address (the email scope is needed).");
     if (claims.email_verified === false) throw new OidcRefusal("The identity provider says this email address is not verified.");
-    return { subject: claims.sub, email, role: this.roleOf(claims as Record<string, unknown>, email) };
+    return { subject: claims.sub, email, role: this.roleOf(claims, email) };
   }
 
   private roleOf(claims: Record<string, unknown>, email: string): OperatorRole | null {
