@@ -49,7 +49,8 @@ export function MembersPage({ accountId, accountName, canManage, me }) {
   return html`<h1>${title}</h1>
     ${link && html`<${OnceLink} link=${link} onDone=${() => setLink(null)} />`}
     <${Notice} error=${error} note=${list === null && !error ? "Loading…" : null} />
-    ${list && html`<table>
+    ${list && list.data.length === 0 && html`<p>No one yet${canManage ? ": invite the first one below" : ""}.</p>`}
+    ${list && list.data.length > 0 && html`<table>
       <caption class="visually-hidden">${title}</caption>
       <thead><tr><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Two-factor</th><th scope="col">Since</th>${canManage && html`<th scope="col">Actions</th>`}</tr></thead>
       <tbody>${list.data.map((u) => html`<tr>
@@ -62,8 +63,8 @@ export function MembersPage({ accountId, accountName, canManage, me }) {
         ${canManage && html`<td>${u.id !== me.id && html`<button type="button" onClick=${act(async () => setLink(await api.resetLink(u.id)))} aria-label=${`Password reset link for ${u.email}`}>Reset link</button>
           <button type="button" class="danger" onClick=${() => setRemoving(u)} aria-label=${`Remove ${u.email}`}>Remove</button>`}</td>`}
       </tr>`)}</tbody>
-    </table>
-    ${list.invites.length > 0 && html`<h2>Open invites</h2><table>
+    </table>`}
+    ${list && list.invites.length > 0 && html`<h2>Open invites</h2><table>
       <caption class="visually-hidden">Invites not yet used</caption>
       <thead><tr><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Expires</th><th scope="col">Invited by</th>${canManage && html`<th scope="col">Actions</th>`}</tr></thead>
       <tbody>${list.invites.map((i) => html`<tr><th scope="row">${i.email}</th><td>${i.role}</td><td>${formatDate(i.expiresAt)}</td><td>${i.createdByEmail ?? "admin token or CLI"}</td>
