@@ -1,6 +1,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startServer, type TestServer } from "./helpers/server.ts";
+import { rmSync } from "node:fs";
+import { runCli, startServer, tempDir, writeConfig, type TestServer } from "./helpers/server.ts";
 import { errorOf } from "./helpers/errors.ts";
 import { clientFrom, inviteWithToken, joinWithToken, sessionCookie, setCookieValue, signInRequest, testPassword, type ConsoleClient } from "./helpers/console-users.ts";
 import { totpCode } from "../src/auth/totp.ts";
@@ -333,4 +334,25 @@ test("issue 33 owners manage members: invite (link once), change a role, remove 
   assert.equal((await member.send("GET", "/admin/v1/keys")).status, 401, "a removed member's session ends");
   assert.equal((await signInRequest(srv.fetch, srv.origin, "new@alpha-corp.example", testPassword, {}, { "x-forwarded-for": "192.0.2.90" })).status, 401);
   assert.equal(setCookieValue(await srv.post("/console/api/invites/accept", { token: link.token, password: testPassword })), null);
+});
+
+test("issue 33 CLI: `modelgate members invite` and `operators invite` print a one-time link once (the full URL with console.publicUrl); it works in the console", async () => {
+  const dir = tempDir();
+  const configFile = writeConfig(dir, { dataDir: srv.config.dataDir, models: [], console: { publicUrl: "https://gate.example.com" } });
+  try {
+    const member = await runCli(["members", "invite", "--account", a.account.name, "--email", "cli@alpha-corp.example", "--role", "developer", "--config", configFile, "--json"]);
+    assert.equal(member.code, 0, member.stderr);
+    const link = JSON.parse(member.stdout) as { token: string; url: string; role: string; accountId: string };
+    assert.equal(link.url, `https://gate.example.com/console#/invite/${link.token}`);
+    assert.deepEqual([link.role, link.accountId], ["developer", a.account.id]);
+    const joined = await clientFrom(srv.fetch, srv.origin, await srv.post("/console/api/invites/accept", { token: link.token, password: testPassword }));
+    assert.deepEqual([joined.user.role, joined.user.accountId], ["developer", a.account.id]);
+    const operator = await runCli(["operators", "invite", "--email", "cli-ops@example.com", "--role", "operator-viewer", "--config", configFile]);
+    assert.equal(operator.code, 0, operator.stderr);
+    assert.match(operator.stdout, /invited cli-ops@example\.com as operator-viewer .*; the link, shown once:\nhttps:\/\/gate\.example\.com\/console#\/invite\/[\w-]{43}\n/);
+    const entries = await adminJson<{ data: { action: string; actor: string }[] }>("GET", "/admin/v1/audit?action=operator.invite&actor=cli");
+    assert.equal(entries.data.length, 1);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -24,6 +24,8 @@ const CallbackQuery = Type.Object(
   { additionalProperties: Type.String({ maxLength: 4096 }) },
 );
 const tags = ["console"];
+// Browser navigations (redirects), not API calls: hidden from the OpenAPI document like the console's page.
+const Redirect = Type.Null({ description: "A redirect (Location): to the identity provider, or back to the console" });
 
 function redirectUri(request: FastifyRequest): string {
   const redirectUri = request.server.ctx.config.console.oidc?.redirectUri;
@@ -48,7 +50,7 @@ export default async function consoleOidcRoutes(app: FastifyInstance): Promise<v
 
   app.get(
     "/console/api/oidc/start",
-    { schema: { operationId: "consoleOidcStart", tags, summary: "Operators: sign in through the identity provider (a redirect)", response: { 302: Type.Null(), ...errorResponses(404, 429, 503) } } },
+    { schema: { hide: true, operationId: "consoleOidcStart", tags, summary: "Operators: sign in through the identity provider (a redirect)", response: { 302: Redirect, ...errorResponses(404, 429, 503) } } },
     async (request, reply) => {
       if (!app.oidc) throw new AppError("model_not_found", { param: null, message: "Single sign-on is not configured on this server." });
       let started;
@@ -65,7 +67,7 @@ export default async function consoleOidcRoutes(app: FastifyInstance): Promise<v
 
   app.get<{ Querystring: Static<typeof CallbackQuery> }>(
     "/console/api/oidc/callback",
-    { schema: { operationId: "consoleOidcCallback", tags, summary: "The identity provider's answer: signs the operator in and goes back to the console", querystring: CallbackQuery, response: { 302: Type.Null(), ...errorResponses(400, 404, 429, 503) } } },
+    { schema: { hide: true, operationId: "consoleOidcCallback", tags, summary: "The identity provider's answer: signs the operator in and goes back to the console", querystring: CallbackQuery, response: { 302: Redirect, ...errorResponses(400, 404, 429, 503) } } },
     async (request, reply) => {
       if (!app.oidc) throw new AppError("model_not_found", { param: null, message: "Single sign-on is not configured on this server." });
       const transaction = readTransaction(request.cookies[transactionCookie]);
