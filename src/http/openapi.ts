@@ -24,7 +24,7 @@ import {
   AuditList,
 } from "../features/admin/admin.schema.ts";
 import { CreatedLinkSchema, InviteSchema, PlanLimitsSchema, UserList, UserSchema } from "../features/admin/members.schema.ts";
-import { SessionAnswer } from "../features/console/console-sign-in.ts";
+import { SessionAnswer } from "../features/console/console.schema.ts";
 
 /**
  * The shared schemas: routes refer to them by `$id`, Fastify validates and serialises with them, and the OpenAPI

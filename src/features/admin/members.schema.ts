@@ -76,3 +76,6 @@ export const PlanLimitsSchema = Type.Object(
   },
   { $id: "PlanLimits" },
 );
+
+/** The console users' shared schemas (the OpenAPI document lists them). */
+export const membersSchemas = [UserSchema, InviteSchema, UserList, CreatedLinkSchema, PlanLimitsSchema];

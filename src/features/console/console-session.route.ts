@@ -10,7 +10,8 @@ import { AppError } from "../../errors/app-error.ts";
 import { LifecycleError } from "../../keys/lifecycle.ts";
 import { authenticateSession, storeCall } from "../../plugins/admin-auth.ts";
 import { isOperatorRole, normalizeEmail } from "../../store/users.repo.ts";
-import { cookieOptions, SessionAnswer, sessionAnswer, signIn } from "./console-sign-in.ts";
+import { cookieOptions, sessionAnswer, signIn } from "./console-sign-in.ts";
+import { SessionAnswer } from "./console.schema.ts";
 
 const LoginBody = Type.Object(
   {

@@ -1,31 +1,10 @@
-import { Type, type Static } from "@sinclair/typebox";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import "@fastify/cookie";
 import { consoleCookie, type ConsoleSession } from "../../auth/console-sessions.ts";
 import { isOperatorRole, type User } from "../../store/users.repo.ts";
+import type { SessionAnswer } from "./console.schema.ts";
 
 export const cookieOptions = { httpOnly: true, secure: true, sameSite: "strict", path: "/" } as const;
-
-export const SessionUser = Type.Object({
-  id: Type.String(),
-  email: Type.String(),
-  kind: Type.Union([Type.Literal("member"), Type.Literal("operator")]),
-  role: Type.String({ description: "owner, developer or viewer (members); operator-admin or operator-viewer" }),
-  accountId: Type.Union([Type.String(), Type.Null()]),
-  accountName: Type.Union([Type.String(), Type.Null()]),
-  totpEnabled: Type.Boolean(),
-});
-
-export const SessionAnswer = Type.Object(
-  {
-    csrfToken: Type.String({ description: "Send as X-CSRF-Token on every call that changes something" }),
-    expiresAt: Type.String({ description: "ISO 8601: the session's absolute end" }),
-    idleTimeoutSeconds: Type.Integer({ description: "The session ends after this long without a request" }),
-    user: SessionUser,
-  },
-  { $id: "ConsoleSession" },
-);
-export type SessionAnswer = Static<typeof SessionAnswer>;
 
 export async function sessionAnswer(request: FastifyRequest, user: User, session: ConsoleSession): Promise<SessionAnswer> {
   const account = user.accountId ? await request.server.keyStore.accounts.find(user.accountId) : null;
