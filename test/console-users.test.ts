@@ -257,12 +257,14 @@ test("issue 33 sign-in throttling and audit: failures per email from many addres
   assert.deepEqual(await errorOf(right), { status: 429, type: "rate_limit_error", code: "rate_limit_exceeded", param: null });
   assert.ok(Number(right.headers.get("retry-after")) >= 1);
 
-  for (let i = 0; i < 50; i++) await signInRequest(srv.fetch, srv.origin, `nobody${i}@example.com`, "some wrong password", {}, { "x-forwarded-for": "203.0.113.99" });
+  for (let i = 0; i < 20; i++) await signInRequest(srv.fetch, srv.origin, `nobody${i}@example.com`, "some wrong password", {}, { "x-forwarded-for": "203.0.113.99" });
   const failed = await adminJson<{ data: { actor: string; source: string; detail: { email: string; reason: string } }[] }>("GET", "/admin/v1/audit?action=auth.failed");
   const flood = failed.data.filter((e) => e.source === "203.0.113.99");
   assert.equal(flood.length, 1, "one entry for the flooding address in this window");
   const byEmail = failed.data.filter((e) => e.detail?.email === email).map((e) => [e.actor, e.detail.reason]);
   assert.deepEqual(byEmail, [["anonymous", "wrong password"], ["anonymous", "wrong password"], ["anonymous", "wrong password"]]);
+  const signedIn = await clientFrom(srv.fetch, srv.origin, await signInRequest(srv.fetch, srv.origin, "owner@alpha-corp.example", testPassword, {}, { "x-forwarded-for": "203.0.113.60" }));
+  assert.equal(signedIn.user.id, a.owner.user.id);
   const logins = await adminJson<{ data: { actor: string; actorId: string; actorEmail: string; accountId: string; detail: { method: string } }[] }>("GET", `/admin/v1/audit?action=auth.login&account=${a.account.id}`);
   assert.ok(logins.data.some((e) => e.actor === "member" && e.actorEmail === "owner@alpha-corp.example" && e.actorId === a.owner.user.id && e.detail.method === "password"));
 });
@@ -307,6 +309,9 @@ test("issue 33 TOTP: turned on with a code, recovery codes shown once; sign-in t
   // The code enable used is spent: the same time step again is refused.
   const reused = await signInRequest(srv.fetch, srv.origin, "totp@beta-corp.example", testPassword, { code: totpCode(setup.secret) }, from);
   assert.deepEqual(await errorOf(reused), { status: 401, type: "authentication_error", code: "invalid_api_key", param: "code" });
+  // The next time step's code (a step is accepted once, and the current one was spent turning TOTP on).
+  const next = await signInRequest(srv.fetch, srv.origin, "totp@beta-corp.example", testPassword, { code: totpCode(setup.secret, Date.now() + 30_000) }, { "x-forwarded-for": "192.0.2.76" });
+  assert.equal(next.status, 200, "password and a fresh code sign in");
   const withRecovery = await signInRequest(srv.fetch, srv.origin, "totp@beta-corp.example", testPassword, { code: recoveryCodes[0] }, { "x-forwarded-for": "192.0.2.78" });
   assert.equal(withRecovery.status, 200);
   const again = await signInRequest(srv.fetch, srv.origin, "totp@beta-corp.example", testPassword, { code: recoveryCodes[0] }, { "x-forwarded-for": "192.0.2.79" });
