@@ -11,7 +11,7 @@ COPY src ./src
 # The web console's files, served as they are (no build step).
 COPY console ./console
 # `npm ci` builds dist/ (the prepare script); dev dependencies are dropped afterwards. The default install has no
-# GPU variants of node-llama-cpp and skips onnxruntime's CUDA download (README: Install).
+# GPU variants of node-llama-cpp and skips onnxruntime's CUDA download (docs/install.md).
 RUN npm ci && npm prune --omit=dev
 
 FROM node:22-bookworm-slim

@@ -1,22 +1,36 @@
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { createKey } from "../test/helpers/keys.ts";
-import { testConfig } from "../test/helpers/config.ts";
-import { llamaServerBinary, startLlamaServer } from "../test/helpers/llama-server.ts";
-import { spawnServer, tempDir } from "../test/helpers/server.ts";
-import { shapedModel } from "../test/helpers/shaped-model.ts";
+import { createKey } from "../harness/keys.ts";
+import { testConfig } from "../harness/config.ts";
+import { llamaServerBinary, startLlamaServer } from "../harness/llama-server.ts";
+import { spawnServer, tempDir } from "../harness/server.ts";
+import { shapedModel } from "../harness/shaped-model.ts";
 import { spread, type BenchRow } from "./bench-row.ts";
 import { runNode } from "./processes.ts";
 
 /**
- * Issue 24: concurrent streams on the SmolLM2-135M shape, 1 thread everywhere. Three sides, each its own process,
- * read by bench/clients/stream-client.mjs (its own process): `modelgate serve` with the in-process `llama` engine,
- * `modelgate serve` with `engine: llama-server` (a managed llama-server), and llama-server straight. Each runs one
- * stream, then 4 concurrent streams (aggregate tok/s); the order rotates each round; RUNS rounds.
+ * Issues 24 and 35: concurrent streams on the SmolLM2-135M shape, 1 thread everywhere. The sides, each its own
+ * process, read by bench/clients/stream-client.mjs (its own process): `modelgate serve` with the in-process `llama`
+ * engine (parallel 4, and parallel 8 for 8 streams), `modelgate serve` with `engine: llama-server` (a managed
+ * llama-server), and llama-server straight (-np 4, and -np 8 for 8 streams). Each round runs every side's single
+ * stream and concurrent streams (aggregate tok/s), the order of the sides rotating each round; RUNS rounds.
+ * On Linux it also reads the CPU time the serving process spent per token (the gateway process for in-process;
+ * llama-server's own): steadier than wall time on a shared machine, and what capacity is made of. The shaped model
+ * never stops early, so a run's tokens are TOKENS x streams. bench/probe-llama-batching.ts explains the in-process
+ * figures (tokens and passes per llama_decode, the kernel's cost per decode size).
  */
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const TOKENS = 96;
 const CONTEXT = 512;
 const root = path.resolve(import.meta.dirname, "..");
+
+/** CPU milliseconds a process has used (user + system, every thread), or NaN where /proc is missing. */
+function cpuMs(pid: number | undefined): number {
+  const stat = `/proc/${pid}/stat`;
+  if (pid === undefined || !existsSync(stat)) return Number.NaN;
+  const fields = readFileSync(stat, "utf8").split(") ")[1]!.split(" ");
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // clock ticks (USER_HZ 100)
+}
 
 export default async function batchingBench(): Promise<BenchRow[]> {
   const model = shapedModel();
@@ -27,6 +41,7 @@ export default async function batchingBench(): Promise<BenchRow[]> {
     defaultPlan: "bench",
     models: [
       { id: "inproc", engine: "llama", source: model, capabilities: ["chat"], contextSize: CONTEXT, parallel: 4, threads: 1 },
+      { id: "inproc8", engine: "llama", source: model, capabilities: ["chat"], contextSize: CONTEXT, parallel: 8, threads: 1 },
       { id: "managed", engine: "llama-server", binary: llamaServerBinary(), source: model, capabilities: ["chat"], contextSize: CONTEXT, parallel: 4, threads: 1 },
     ],
   };
@@ -34,42 +49,70 @@ export default async function batchingBench(): Promise<BenchRow[]> {
   const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));
   const ca = path.join(dir, "tls/cert.pem");
   const direct = await startLlamaServer(model, ["-c", String(CONTEXT * 4), "-np", "4", "-t", "1", "-tb", "1"]);
+  const direct8 = await startLlamaServer(model, ["-c", String(CONTEXT * 8), "-np", "8", "-t", "1", "-tb", "1"]);
   const client = async (url: string, id: string, concurrency: number, auth: string[]) =>
     (JSON.parse(await runNode([path.join(root, "bench/clients/stream-client.mjs"), url, id, String(TOKENS), "1", ...auth, String(concurrency)])) as { tokensPerSecond: number }).tokensPerSecond;
+  const viaGateway = (id: string) => (c: number) => client(`${gateway.origin}/v1/chat/completions`, id, c, [key, ca]);
+  const straight = (origin: string) => (c: number) => client(`${origin}/v1/chat/completions`, "direct", c, ["", ""]);
+  // Each side and the stream counts it runs in a round.
+  // The process whose CPU a side's tokens cost (none for managed: the work is split between two processes).
   const sides = {
-    "in-process": (c: number) => client(`${gateway.origin}/v1/chat/completions`, "inproc", c, [key, ca]),
-    managed: (c: number) => client(`${gateway.origin}/v1/chat/completions`, "managed", c, [key, ca]),
-    "llama-server": (c: number) => client(`${direct.origin}/v1/chat/completions`, "direct", c, ["", ""]),
+    "in-process": { run: viaGateway("inproc"), counts: [1, 4], pid: gateway.child.pid },
+    managed: { run: viaGateway("managed"), counts: [1, 4], pid: undefined },
+    "llama-server": { run: straight(direct.origin), counts: [1, 4], pid: direct.child.pid },
+    "in-process p8": { run: viaGateway("inproc8"), counts: [8], pid: gateway.child.pid },
+    "llama-server np8": { run: straight(direct8.origin), counts: [8], pid: direct8.child.pid },
   };
   type Side = keyof typeof sides;
   const names = Object.keys(sides) as Side[];
-  const rates = { 1: {} as Record<Side, number[]>, 4: {} as Record<Side, number[]> };
-  for (const n of names) rates[1][n] = [], rates[4][n] = [];
+  const rates = new Map<string, number[]>();
+  const cpus = new Map<string, number[]>();
+  const rate = (side: Side, count: number) => rates.get(`${side} ${count}`)!;
+  const cpu = (side: Side, count: number) => cpus.get(`${side} ${count}`)!;
+  for (const n of names) for (const c of sides[n].counts) rates.set(`${n} ${c}`, []), cpus.set(`${n} ${c}`, []);
   try {
-    for (const n of names) await sides[n](4); // warm-up
+    for (const n of names) await sides[n].run(Math.max(...sides[n].counts)); // warm-up
     for (let i = 0; i < RUNS; i++) {
       process.stderr.write(`  run ${i + 1}/${RUNS}\n`);
       for (let k = 0; k < names.length; k++) {
         const n = names[(i + k) % names.length]!;
-        rates[1][n].push(await sides[n](1));
-        rates[4][n].push(await sides[n](4));
+        for (const c of sides[n].counts) {
+          const before = cpuMs(sides[n].pid);
+          rate(n, c).push(await sides[n].run(c));
+          cpu(n, c).push((cpuMs(sides[n].pid) - before) / (TOKENS * c));
+        }
       }
     }
   } finally {
     await gateway.stop();
     await direct.stop();
+    await direct8.stop();
   }
-  const med = (c: 1 | 4, n: Side) => spread(rates[c][n]).median;
-  const ratioRow = (item: string, a: number[], b: number[], target: string): BenchRow => {
+  const cpuRow = (item: string, aMs: number[], bMs: number[]): BenchRow => ratioRow(item, aMs.map((v) => 1000 / v), bMs.map((v) => 1000 / v), "report", "tok/CPU s");
+  const ratioRow = (item: string, a: number[], b: number[], target: string, unit = "tok/s"): BenchRow => {
     const r = spread(a.map((v, i) => v / b[i]!));
-    return { item, service: spread(a).median, raw: spread(b).median, unit: "tok/s", ratio: r.median, range: [r.min, r.max], target };
+    return { item, service: spread(a).median, raw: spread(b).median, unit, ratio: r.median, range: [r.min, r.max], target };
   };
   return [
-    ratioRow("batching: in-process llama, 4 streams vs 1 (smollm2-135m shape)", rates[4]["in-process"], rates[1]["in-process"], ">= 1.3"),
-    ratioRow("batching: in-process llama vs llama-server, 4 streams aggregate", rates[4]["in-process"], rates[4]["llama-server"], ">= 0.9"),
-    ratioRow("batching: llama-server straight, 4 streams vs 1 (reference)", rates[4]["llama-server"], rates[1]["llama-server"], "reference"),
-    ratioRow("managed llama-server engine vs llama-server straight, 1 stream", rates[1].managed, rates[1]["llama-server"], ">= 0.97"),
-    ratioRow("managed llama-server engine vs llama-server straight, 4 streams", rates[4].managed, rates[4]["llama-server"], ">= 0.97"),
-    { item: "(medians) in-process 1 stream", service: med(1, "in-process"), raw: med(1, "llama-server"), unit: "tok/s", ratio: med(1, "in-process") / med(1, "llama-server"), target: "reference" },
+    ratioRow("batching: in-process llama, 4 streams vs 1 (smollm2-135m shape)", rate("in-process", 4), rate("in-process", 1), ">= 1.6"),
+    ratioRow("batching: in-process llama vs llama-server, 4 streams aggregate", rate("in-process", 4), rate("llama-server", 4), ">= 0.9"),
+    ratioRow("batching: in-process llama vs llama-server, 1 stream", rate("in-process", 1), rate("llama-server", 1), "report (0.85 before)"),
+    ratioRow("batching: llama-server straight, 4 streams vs 1 (reference)", rate("llama-server", 4), rate("llama-server", 1), "reference"),
+    ratioRow("batching: in-process llama parallel 8, 8 streams vs 1 stream (parallel 4)", rate("in-process p8", 8), rate("in-process", 1), "report"),
+    ratioRow("batching: in-process llama vs llama-server, 8 streams aggregate (parallel 8, -np 8)", rate("in-process p8", 8), rate("llama-server np8", 8), "report"),
+    ratioRow("batching: llama-server straight, 8 streams (-np 8) vs 1 (reference)", rate("llama-server np8", 8), rate("llama-server", 1), "reference"),
+    ratioRow("managed llama-server engine vs llama-server straight, 1 stream", rate("managed", 1), rate("llama-server", 1), ">= 0.97"),
+    ratioRow("managed llama-server engine vs llama-server straight, 4 streams", rate("managed", 4), rate("llama-server", 4), ">= 0.97"),
+    ...(Number.isNaN(cpu("in-process", 1)[0]!)
+      ? []
+      : [
+          // Tokens per CPU second (1000 / CPU ms per token), so that higher is better as in the rows above.
+          cpuRow("CPU: in-process llama, tokens per CPU s, 4 streams vs 1", cpu("in-process", 4), cpu("in-process", 1)),
+          cpuRow("CPU: in-process llama vs llama-server, tokens per CPU s, 4 streams", cpu("in-process", 4), cpu("llama-server", 4)),
+          cpuRow("CPU: in-process llama vs llama-server, tokens per CPU s, 1 stream", cpu("in-process", 1), cpu("llama-server", 1)),
+          cpuRow("CPU: llama-server straight, tokens per CPU s, 4 streams vs 1 (reference)", cpu("llama-server", 4), cpu("llama-server", 1)),
+          cpuRow("CPU: in-process llama parallel 8, tokens per CPU s, 8 streams vs 1 stream", cpu("in-process p8", 8), cpu("in-process", 1)),
+          cpuRow("CPU: in-process llama vs llama-server, tokens per CPU s, 8 streams (parallel 8, -np 8)", cpu("in-process p8", 8), cpu("llama-server np8", 8)),
+        ]),
   ];
 }

@@ -1,9 +1,9 @@
 import { spawn } from "node:child_process";
 import path from "node:path";
 import { createInterface } from "node:readline";
-import { createKey } from "../test/helpers/keys.ts";
-import { testConfig } from "../test/helpers/config.ts";
-import { modelsDir, spawnServer, tempDir } from "../test/helpers/server.ts";
+import { createKey } from "../harness/keys.ts";
+import { testConfig } from "../harness/config.ts";
+import { modelsDir, spawnServer, tempDir } from "../harness/server.ts";
 import { spread, type BenchRow } from "./bench-row.ts";
 import { runNode } from "./processes.ts";
 

@@ -2,9 +2,9 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import YAML from "yaml";
-import { createKey } from "../test/helpers/keys.ts";
-import { testConfig } from "../test/helpers/config.ts";
-import { cliPath, tempDir } from "../test/helpers/server.ts";
+import { createKey } from "../harness/keys.ts";
+import { testConfig } from "../harness/config.ts";
+import { cliPath, tempDir } from "../harness/server.ts";
 import { spread, type BenchRow } from "./bench-row.ts";
 import { throughput } from "./processes.ts";
 

@@ -1,8 +1,8 @@
 import { writeFileSync } from "node:fs";
 import path from "node:path";
-import { createKey } from "../test/helpers/keys.ts";
-import { testConfig } from "../test/helpers/config.ts";
-import { spawnServer, tempDir, trustingFetch } from "../test/helpers/server.ts";
+import { createKey } from "../harness/keys.ts";
+import { testConfig } from "../harness/config.ts";
+import { spawnServer, tempDir, trustingFetch } from "../harness/server.ts";
 import { spread, type BenchRow } from "./bench-row.ts";
 import { startPeer, throughput } from "./processes.ts";
 

@@ -1,9 +1,9 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import { createKey } from "../test/helpers/keys.ts";
-import { testConfig } from "../test/helpers/config.ts";
-import { modelsDir, spawnServer, tempDir, type SpawnedServer } from "../test/helpers/server.ts";
-import { shapedModel } from "../test/helpers/shaped-model.ts";
+import { createKey } from "../harness/keys.ts";
+import { testConfig } from "../harness/config.ts";
+import { modelsDir, spawnServer, tempDir, type SpawnedServer } from "../harness/server.ts";
+import { shapedModel } from "../harness/shaped-model.ts";
 import type { BenchRow } from "./bench-row.ts";
 import { runNode } from "./processes.ts";
 

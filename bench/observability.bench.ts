@@ -1,9 +1,10 @@
 import path from "node:path";
-import { createKey } from "../test/helpers/keys.ts";
-import { testConfig } from "../test/helpers/config.ts";
-import { spawnServer, tempDir } from "../test/helpers/server.ts";
+import { createKey } from "../harness/keys.ts";
+import { testConfig } from "../harness/config.ts";
+import { spawnServer, tempDir } from "../harness/server.ts";
 import { spread, type BenchRow } from "./bench-row.ts";
-import { startCanned, throughput } from "./processes.ts";
+import { startCanned } from "../harness/peers.ts";
+import { throughput } from "./processes.ts";
 
 /**
  * Issue 19: what metrics and the access log cost. Two gateways (each its own process, default log level `info`)

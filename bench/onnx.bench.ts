@@ -1,6 +1,6 @@
 import path from "node:path";
 import { AutoModelForSequenceClassification, AutoTokenizer, pipeline, type Tensor } from "@huggingface/transformers";
-import { startServer, modelsDir } from "../test/helpers/server.ts";
+import { startServer, modelsDir } from "../harness/server.ts";
 import { median, type BenchRow } from "./bench-row.ts";
 
 const RUNS = 21;

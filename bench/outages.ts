@@ -4,15 +4,15 @@
 //
 //   node --import tsx bench/outages.ts [--rate 20] [--seconds 6]
 //
-// The load generator is this process; the server is its own process. The phases' medians and p99 are what the
-// README quotes.
+// The load generator is this process; the server is its own process. The phases' medians and p99 are what
+// docs/operations.md ("When a shared service goes away") quotes.
 import { readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { createKey, freshPostgres, redisTestUrl } from "../test/helpers/keys.ts";
-import { testConfig } from "../test/helpers/config.ts";
-import { requester, spawnServer, tempDir, trustingFetch } from "../test/helpers/server.ts";
-import { TcpProxy } from "../test/helpers/tcp-proxy.ts";
+import { createKey, freshPostgres, redisTestUrl } from "../harness/keys.ts";
+import { testConfig } from "../harness/config.ts";
+import { requester, spawnServer, tempDir, trustingFetch } from "../harness/server.ts";
+import { TcpProxy } from "../harness/tcp-proxy.ts";
 
 const { values } = parseArgs({ options: { rate: { type: "string", default: "20" }, seconds: { type: "string", default: "6" } } });
 const rate = Number(values.rate);

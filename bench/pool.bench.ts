@@ -1,13 +1,14 @@
 import path from "node:path";
-import { createKey } from "../test/helpers/keys.ts";
-import { testConfig } from "../test/helpers/config.ts";
-import { spawnServer, tempDir } from "../test/helpers/server.ts";
+import { createKey } from "../harness/keys.ts";
+import { testConfig } from "../harness/config.ts";
+import { spawnServer, tempDir } from "../harness/server.ts";
 import { spread, type BenchRow } from "./bench-row.ts";
-import { autocannon, startCanned, type Load } from "./processes.ts";
+import { startCanned } from "../harness/peers.ts";
+import { autocannon, type Load } from "./processes.ts";
 
 /**
  * Issue 18: what killing one of three upstreams mid-run costs. Modelgate (its own process) fronts a pool of three
- * canned upstreams (bench/peers/canned-upstream.mjs, each its own process); autocannon (its own process) runs
+ * canned upstreams (harness/canned-upstream.mjs, each its own process); autocannon (its own process) runs
  * 8 s at 16 connections. In the "kill" runs one upstream gets SIGKILL 3 s in (and is restarted for the next run);
  * "steady" runs kill nothing. The two kinds alternate; medians of RUNS each, min–max of the ratio.
  */

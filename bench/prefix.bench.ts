@@ -1,8 +1,8 @@
 import path from "node:path";
-import { createKey } from "../test/helpers/keys.ts";
-import { testConfig } from "../test/helpers/config.ts";
-import { spawnServer, tempDir } from "../test/helpers/server.ts";
-import { shapedModel } from "../test/helpers/shaped-model.ts";
+import { createKey } from "../harness/keys.ts";
+import { testConfig } from "../harness/config.ts";
+import { spawnServer, tempDir } from "../harness/server.ts";
+import { shapedModel } from "../harness/shaped-model.ts";
 import { spread, type BenchRow } from "./bench-row.ts";
 import { runNode } from "./processes.ts";
 

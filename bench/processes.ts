@@ -1,9 +1,11 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn } from "node:child_process";
 import path from "node:path";
+import { startListening, type Peer } from "../harness/peers.ts";
 
 /**
  * The out-of-process pieces of the gateway benchmarks: peer servers (bench/peers/*.mjs, each printing
- * `listening PORT`), node scripts run to completion (the clients in bench/clients/), and autocannon.
+ * `listening PORT`; the canned upstream, which tests start too, is harness/peers.ts's), node scripts run to
+ * completion (the clients in bench/clients/), and autocannon.
  */
 const root = path.resolve(import.meta.dirname, "..");
 
@@ -19,22 +21,9 @@ export function runNode(args: string[]): Promise<string> {
   });
 }
 
-export interface Peer {
-  child: ChildProcess;
-  port: number;
-}
-
 /** Starts bench/peers/<script> and resolves once it prints the port it listens on. */
 export function startPeer(script: string, args: string[] = []): Promise<Peer> {
-  const child = spawn(process.execPath, [path.join(root, "bench/peers", script), ...args], { stdio: ["ignore", "pipe", "inherit"] });
-  return new Promise((resolve) => {
-    child.stdout!.setEncoding("utf8").once("data", (d: string) => resolve({ child, port: Number(/listening (\d+)/.exec(d)![1]) }));
-  });
-}
-
-/** The canned OpenAI-style upstream (bench/peers/canned-upstream.mjs), on `port` when given (a restart). */
-export function startCanned(port?: number): Promise<Peer> {
-  return startPeer("canned-upstream.mjs", port === undefined ? [] : [String(port)]);
+  return startListening(path.join(root, "bench/peers", script), args);
 }
 
 export interface Load {

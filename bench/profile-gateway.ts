@@ -1,7 +1,7 @@
 import path from "node:path";
-import { createKey } from "../test/helpers/keys.ts";
-import { testConfig } from "../test/helpers/config.ts";
-import { spawnServer, tempDir } from "../test/helpers/server.ts";
+import { createKey } from "../harness/keys.ts";
+import { testConfig } from "../harness/config.ts";
+import { spawnServer, tempDir } from "../harness/server.ts";
 import { throughput } from "./processes.ts";
 
 /**

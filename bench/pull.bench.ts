@@ -6,7 +6,7 @@ import { Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { HubClient } from "../src/catalog/pull/hub-client.ts";
 import { pullHubRef } from "../src/catalog/pull/pull-model.ts";
-import { startFakeHub } from "../test/helpers/fake-hub.ts";
+import { startFakeHub } from "../harness/fake-hub.ts";
 import { median, type BenchRow } from "./bench-row.ts";
 
 const RUNS = 5;

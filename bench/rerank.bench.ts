@@ -1,6 +1,6 @@
 import path from "node:path";
 import { getLlamaRuntime } from "../src/engines/llama/llama-runtime.ts";
-import { startServer, modelsDir } from "../test/helpers/server.ts";
+import { startServer, modelsDir } from "../harness/server.ts";
 import { median, type BenchRow } from "./bench-row.ts";
 
 const RUNS = 5;

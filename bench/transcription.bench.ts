@@ -4,9 +4,9 @@ import decode from "audio-decode";
 import { pipeline } from "@huggingface/transformers";
 import { AudioDecoder } from "../src/audio/audio-decoder.ts";
 import { decodeToMono16k } from "../src/audio/decode.ts";
-import { startServer, modelsDir } from "../test/helpers/server.ts";
+import { startServer, modelsDir } from "../harness/server.ts";
 import { median, type BenchRow } from "./bench-row.ts";
-import { repeatedJfk } from "../test/helpers/audio.ts";
+import { repeatedJfk } from "../harness/audio.ts";
 
 const RUNS = 5;
 const whisperDir = path.join(modelsDir, "forged/whisper-scripted");

@@ -1,12 +1,13 @@
 import { writeFileSync } from "node:fs";
 import path from "node:path";
-import { createKey } from "../test/helpers/keys.ts";
-import { testConfig } from "../test/helpers/config.ts";
-import { startLlamaServer } from "../test/helpers/llama-server.ts";
-import { spawnServer, tempDir } from "../test/helpers/server.ts";
-import { shapedModel } from "../test/helpers/shaped-model.ts";
+import { createKey } from "../harness/keys.ts";
+import { testConfig } from "../harness/config.ts";
+import { startLlamaServer } from "../harness/llama-server.ts";
+import { spawnServer, tempDir } from "../harness/server.ts";
+import { shapedModel } from "../harness/shaped-model.ts";
 import { spread, type BenchRow } from "./bench-row.ts";
-import { runNode, startCanned, startPeer, throughput } from "./processes.ts";
+import { startCanned } from "../harness/peers.ts";
+import { runNode, startPeer, throughput } from "./processes.ts";
 
 /**
  * The upstream engine's cost (issue 17). Every server and every load generator is its own process; the sides are
@@ -14,7 +15,7 @@ import { runNode, startCanned, startPeer, throughput } from "./processes.ts";
  *
  * - Streaming passthrough: tokens/s of one client streaming from llama-server (SmolLM2-135M-shaped weights, so
  *   per-token cost is realistic) straight, and through Modelgate.
- * - Non-stream chat against a canned upstream (bench/peers/canned-upstream.mjs): added p50 latency (sequential
+ * - Non-stream chat against a canned upstream (harness/canned-upstream.mjs): added p50 latency (sequential
  *   requests) straight vs through Modelgate vs through a minimal HTTPS→HTTP proxy (bench/peers/https-proxy.mjs),
  *   and throughput with autocannon at 16 connections, Modelgate vs the proxy.
  */

@@ -1,24 +1,8 @@
 import type { AppConfig } from "./config/app-config.ts";
 import type { ModelCatalog } from "./catalog/model-catalog.ts";
-import type { Endpoint } from "./config/config.schema.ts";
 import type { OpenStreams } from "./http/sse.ts";
 import type { Metrics } from "./metrics/metrics.ts";
-
-/** One completed request's token counts, recorded per key, model and endpoint. */
-export interface UsageEvent {
-  keyId: string;
-  accountId: string;
-  model: string;
-  endpoint: Endpoint;
-  promptTokens: number;
-  completionTokens: number;
-}
-
-/** Takes usage off the hot path; implementations batch their writes. */
-export interface UsageSink {
-  record(event: UsageEvent): void;
-  flush(): Promise<void>;
-}
+import type { UsageSink } from "./store/usage-sink.ts";
 
 /** Everything a route or service needs from the running server; decorated on the app as `app.ctx`. */
 export interface AppContext {
@@ -31,4 +15,11 @@ export interface AppContext {
   metrics: Metrics;
   /** Called on shutdown, in reverse order of registration. */
   onClose(fn: () => Promise<void> | void): void;
+}
+
+declare module "fastify" {
+  interface FastifyInstance {
+    /** Decorated by server.ts. */
+    ctx: AppContext;
+  }
 }

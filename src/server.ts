@@ -12,25 +12,24 @@ import { requestIdFor, requestIdPlugin } from "./plugins/request-id.ts";
 import { proxyPlugin } from "./plugins/proxy.ts";
 import { errorHandlerPlugin } from "./plugins/error-handler.ts";
 import { requestBodyGuardPlugin } from "./plugins/request-body-guard.ts";
-import { clientErrorHandler, expectationFailed, frameworkErrorHandler, refuseMissingHost } from "./http/client-errors.ts";
-import { authPlugin } from "./plugins/auth.ts";
+import { clientErrorHandler, expectationFailed, frameworkErrorHandler, refuseMissingHost } from "./plugins/client-errors.ts";
+import { authPlugin } from "./auth/api-key.plugin.ts";
+import { adminAuthPlugin } from "./auth/admin-auth.plugin.ts";
 import { revocationsPlugin } from "./plugins/revocations.ts";
 import { rateLimitPlugin } from "./plugins/rate-limit.ts";
 import { openStore } from "./store/store.ts";
 import { UsageRecorder } from "./store/usage-recorder.ts";
-import { registerOpenApi } from "./http/openapi.ts";
+import { registerOpenApi } from "./features/openapi/openapi-document.ts";
+import { featureSchemas } from "./features/index.ts";
 import v1Scope from "./scopes/v1.scope.ts";
 import adminScope from "./scopes/admin.scope.ts";
 import publicScope from "./scopes/public.scope.ts";
 import fallbackScope from "./scopes/fallback.scope.ts";
 import metricsScope from "./scopes/metrics.scope.ts";
 import consoleScope from "./scopes/console.scope.ts";
-import { ConsoleSessions, DatabaseSessions, RedisSessions } from "./auth/console-sessions.ts";
-import { OidcSignIn } from "./auth/oidc.ts";
 import { Metrics } from "./metrics/metrics.ts";
 import { observabilityPlugin } from "./plugins/observability.ts";
 import { startTracing } from "./telemetry/tracing.ts";
-import "./http/fastify-types.ts";
 
 declare module "fastify" {
   interface FastifyInstance {
@@ -73,7 +72,7 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
       // Node checks its header and request timeouts this often (its default, 30 s, would let a slow client hold a
       // connection well past headerTimeout).
       connectionsCheckingInterval: Math.min(1000, headerTimeoutMs),
-      // A missing Host is refused in the §7 envelope (http/client-errors.ts), not by Node's bare 400.
+      // A missing Host is refused in the §7 envelope (plugins/client-errors.ts), not by Node's bare 400.
       requireHostHeader: false,
     },
     // A backstop only: the body timeout (plugins/body-limit.ts) answers a slow body with a 408 first.
@@ -118,16 +117,9 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
 
   const routeTable = new RouteTable();
   app.decorate("routeTable", routeTable);
-  app.addHook("onRoute", (route) => routeTable.add(route.method, route.url, route.schema));
+  app.addHook("onRoute", (route) => routeTable.add(route.method, route.url));
 
-  const timeouts = { idleMs: config.console.sessionIdleMs, lifetimeMs: config.console.sessionLifetimeMs };
-  const sessionBackend = config.redisUrl ? await RedisSessions.connect(config.redisUrl, config.deployment) : new DatabaseSessions(store.sessions, timeouts);
-  const consoleSessions = new ConsoleSessions(sessionBackend, timeouts);
-  closers.push(() => consoleSessions.close());
-  app.decorate("consoleSessions", consoleSessions);
-  app.decorate("oidc", config.console.oidc ? new OidcSignIn(config.console.oidc) : null);
-  app.decorateRequest("principal", null);
-  app.decorateRequest("consoleSession", null);
+  await app.register(adminAuthPlugin, { store });
   await app.register(requestIdPlugin);
   if (config.observability) await app.register(observabilityPlugin, { metrics });
   await app.register(proxyPlugin, { trustProxy: config.server.trustProxy });
@@ -138,7 +130,7 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   app.server.on("checkExpectation", expectationFailed(app));
   await app.register(authPlugin, { store });
   await app.register(revocationsPlugin, { redisUrl: config.redisUrl, store });
-  await registerOpenApi(app);
+  await registerOpenApi(app, featureSchemas);
   await app.register(v1Scope, { prefix: "/v1" });
   await app.register(adminScope, { prefix: "/admin/v1" });
   await app.register(consoleScope);

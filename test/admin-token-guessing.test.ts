@@ -8,9 +8,9 @@ import { Writable } from "node:stream";
 import { ConfigError } from "../src/config/load-config.ts";
 import { AuthAudit } from "../src/auth/auth-audit.ts";
 import { openStore } from "../src/store/store.ts";
-import { testConfig } from "./helpers/config.ts";
-import { silentLogger } from "./helpers/keys.ts";
-import { startServer, tempDir, type TestServer } from "./helpers/server.ts";
+import { testConfig } from "../harness/config.ts";
+import { silentLogger } from "../harness/keys.ts";
+import { startServer, tempDir, type TestServer } from "../harness/server.ts";
 import { errorOf } from "./helpers/errors.ts";
 import { rmSync } from "node:fs";
 

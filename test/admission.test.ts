@@ -11,18 +11,21 @@ import type { ChatDelta, Engine, EngineSupport } from "../src/engines/engine.ts"
 import type { EngineKind } from "../src/engines/engine-kind.ts";
 import { builtInEngines } from "../src/engines/registry.ts";
 import type { OnnxWhisperEngine } from "../src/engines/onnx/whisper-engine.ts";
-import { repeatedJfk } from "./helpers/audio.ts";
-import { testConfig } from "./helpers/config.ts";
-import { modelsDir, runCli, startServer, tempDir, writeConfig } from "./helpers/server.ts";
+import { repeatedJfk } from "../harness/audio.ts";
+import { testConfig } from "../harness/config.ts";
+import { modelsDir, runCli, startServer, tempDir, writeConfig } from "../harness/server.ts";
+import { recordingEngines } from "./helpers/engines.ts";
+import { holdSlot } from "./helpers/runner.ts";
 import { until } from "./helpers/wait-for.ts";
 
 const whisperDir = path.join(modelsDir, "forged/whisper-scripted");
 const llava = path.join(modelsDir, "forged/llava-tiny");
 
 test("issue 13 a 64 s recording on whisper with parallel 2 never has more than 2 windows in the worker pool, alone or beside a second transcription", async () => {
+  const engines = recordingEngines();
   const srv = await startServer({
     models: [{ id: "whisper", engine: "onnx", source: whisperDir, capabilities: ["transcriptions"], threads: 1, parallel: 2 }],
-  });
+  }, { engines: engines.registry });
   try {
     const { key } = await srv.createKey();
     const recording = repeatedJfk(4, 5);
@@ -36,7 +39,7 @@ test("issue 13 a 64 s recording on whisper with parallel 2 never has more than 2
       assert.equal(res.status, 200, await res.clone().text());
       return (await res.json()) as { text: string };
     };
-    const engine = srv.server.ctx.catalog.get("whisper").loadedEngine() as OnnxWhisperEngine;
+    const engine = engines.loaded(srv, "whisper") as OnnxWhisperEngine;
 
     await transcribe();
     assert.equal(engine.poolStats().peakInFlight, 2, "alone, the recording's windows run two at once");
@@ -57,7 +60,7 @@ async function pngDataUrl(size: number): Promise<string> {
 }
 
 /** Six image requests at once on a VLM with parallel 1 and queueSize 2, counting what the runner holds meanwhile. */
-async function burst(size: number, images: number, holdSlot: boolean): Promise<{ statuses: number[]; max: { active: number; queued: number; preparing: number } }> {
+async function burst(size: number, images: number, slotTaken: boolean): Promise<{ statuses: number[]; max: { active: number; queued: number; preparing: number } }> {
   const srv = await startServer({
     models: [{ id: "llava", engine: "onnx", source: llava, capabilities: ["chat", "vision"], threads: 1, parallel: 1, queueSize: 2 }],
   });
@@ -67,8 +70,9 @@ async function burst(size: number, images: number, holdSlot: boolean): Promise<{
     const runner = srv.server.ctx.catalog.get("llava");
     // Open six connections first, so the burst arrives together instead of behind six TLS handshakes.
     await Promise.all(Array.from({ length: 6 }, () => srv.get("/v1/models", { key }).then((r) => r.arrayBuffer())));
-    // The running request: a lease on the model's only slot, taken through the scheduler's own admit step.
-    const held = holdSlot ? await runner.admit("another-key", new AbortController().signal) : null;
+    // The running request: the model's only slot, held by a request of another key through the scheduler.
+    const held = slotTaken ? holdSlot(runner, "another-key") : null;
+    if (held) await held.running;
     const max = { active: 0, queued: 0, preparing: 0 };
     const watch = setInterval(() => {
       const s = runner.stats();
@@ -87,6 +91,7 @@ async function burst(size: number, images: number, holdSlot: boolean): Promise<{
       held.release();
     }
     const responses = await Promise.all(pending);
+    await held?.done;
     clearInterval(watch);
     for (const res of responses) {
       const json = (await res.json()) as { error?: { code: string; type: string } };
@@ -232,7 +237,7 @@ test("issue 13 an engine failure after the first token is logged exactly once at
 
 test("issue 13 one capability check, in decisions.md order: endpoint (param model), image part, tools, response_format, logprobs, then refused combinations", async () => {
   const { checkCapabilities } = await import("../src/engines/capabilities.ts");
-  const { llamaChatSupport } = await import("../src/engines/llama/llama.kind.ts");
+  const { llamaChatSupport } = await import("../src/engines/llama/llama.support.ts");
   const { AppError } = await import("../src/errors/app-error.ts");
   const entry = (capabilities: string[]) => ({ id: "m", capabilities }) as unknown as ModelEntry;
   const base = { messages: [{ role: "user" as const, content: "hi" }], maxTokens: null, temperature: null, topP: null, seed: null, stop: [], tools: [], toolChoice: "none" as const, responseFormat: "text" as const, topLogprobs: null };

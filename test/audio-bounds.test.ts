@@ -9,7 +9,7 @@ import { AudioDecoder } from "../src/audio/audio-decoder.ts";
 import { decodeToMono16k } from "../src/audio/decode.ts";
 import { isAppError } from "../src/errors/app-error.ts";
 import { flacBomb, m4aManyChunks, opusBomb } from "./helpers/crafted-audio.ts";
-import { modelsDir, startServer, type TestServer } from "./helpers/server.ts";
+import { modelsDir, startServer, type TestServer } from "../harness/server.ts";
 
 let srv: TestServer;
 let key: string;

@@ -8,7 +8,7 @@ import { sniffFormat } from "../src/audio/sniff.ts";
 import { SileroVad } from "../src/audio/vad.ts";
 import { defaultWindowOptions, planWindows } from "../src/audio/windows.ts";
 import { isAppError } from "../src/errors/app-error.ts";
-import { modelsDir } from "./helpers/server.ts";
+import { modelsDir } from "../harness/server.ts";
 
 function tone(freq: number, rate: number, seconds: number): Float32Array {
   const out = new Float32Array(Math.round(rate * seconds));

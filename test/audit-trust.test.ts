@@ -10,10 +10,10 @@ import { RedisRevocationBus } from "../src/keys/revocation-bus.ts";
 import { auditEntryHash } from "../src/store/audit-chain.ts";
 import { migrationProvider } from "../src/store/migrations.ts";
 import { connectDatabase, openStore } from "../src/store/store.ts";
-import { testConfig } from "./helpers/config.ts";
-import { freshPostgres, postgresAdminUrl, redisTestUrl, silentLogger } from "./helpers/keys.ts";
-import { runCli, tempDir } from "./helpers/server.ts";
-import { TcpProxy } from "./helpers/tcp-proxy.ts";
+import { testConfig } from "../harness/config.ts";
+import { freshPostgres, postgresAdminUrl, redisTestUrl, silentLogger } from "../harness/keys.ts";
+import { runCli, tempDir } from "../harness/server.ts";
+import { TcpProxy } from "../harness/tcp-proxy.ts";
 
 /** Issue 29.5 and 29.6: an audit log the serving role cannot rewrite, chained so that the owner cannot either unseen. */
 const cli = { actor: "cli" as const };

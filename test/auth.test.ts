@@ -3,10 +3,10 @@ import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { revokeKey } from "../src/keys/lifecycle.ts";
 import { displayPrefix, generateKey, newId } from "../src/keys/key-format.ts";
-import { hashKey } from "../src/keys/key-secret.ts";
+import { hashKey } from "../src/store/key-secret.ts";
 import { openStore } from "../src/store/store.ts";
-import { startServer, type TestServer } from "./helpers/server.ts";
-import { freshPostgres, silentLogger } from "./helpers/keys.ts";
+import { startServer, type TestServer } from "../harness/server.ts";
+import { freshPostgres, silentLogger } from "../harness/keys.ts";
 import { errorOf } from "./helpers/errors.ts";
 import { until } from "./helpers/wait-for.ts";
 

@@ -2,7 +2,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
 import OpenAI from "openai";
-import { startServer, modelsDir, type TestServer } from "./helpers/server.ts";
+import { startServer, modelsDir, type TestServer } from "../harness/server.ts";
 import { scanStops } from "../src/engines/stop-text.ts";
 
 let srv: TestServer;

@@ -1,8 +1,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { toChatHistory } from "../src/engines/llama/chat-history.ts";
-import { decodeImagePart } from "../src/features/chat/image-parts.ts";
-import { StreamBatcher, type OutputDelta } from "../src/features/chat/stream-batcher.ts";
+import { decodeImagePart } from "../src/features/generation/image-parts.ts";
+import { StreamBatcher, type OutputDelta } from "../src/features/generation/stream-batcher.ts";
 import { AppError } from "../src/errors/app-error.ts";
 
 const png = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2, 3]);

@@ -2,8 +2,8 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
 import OpenAI from "openai";
-import { startServer, modelsDir, type TestServer } from "./helpers/server.ts";
-import { usageRows } from "./helpers/keys.ts";
+import { startServer, modelsDir, type TestServer } from "../harness/server.ts";
+import { usageRows } from "./helpers/usage.ts";
 import { apiErrorOf } from "./helpers/errors.ts";
 
 let srv: TestServer;

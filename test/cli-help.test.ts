@@ -4,7 +4,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { loadConfig } from "../src/config/load-config.ts";
 import { builtInEngines } from "../src/engines/registry.ts";
-import { repoRoot, runCli, spawnServer, tempDir, writeConfig } from "./helpers/server.ts";
+import { repoRoot, runCli, spawnServer, tempDir, writeConfig } from "../harness/server.ts";
 
 /** Issue 22: a CLI that explains itself, settings from the environment, and a first start that says what to do. */
 const version = (JSON.parse(readFileSync(path.join(repoRoot, "package.json"), "utf8")) as { version: string }).version;

@@ -4,7 +4,7 @@ import { execFile } from "node:child_process";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
-import { modelsDir, repoRoot, requester, runCli, spawnServer, tempDir, trustingFetch, type SpawnedServer } from "./helpers/server.ts";
+import { modelsDir, repoRoot, requester, runCli, spawnServer, tempDir, trustingFetch, type SpawnedServer } from "../harness/server.ts";
 
 /**
  * `npm start` runs the compiled build (dist/), not the sources through tsx. This builds the sources the same way

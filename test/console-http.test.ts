@@ -1,6 +1,6 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startServer, type TestServer } from "./helpers/server.ts";
+import { startServer, type TestServer } from "../harness/server.ts";
 import { errorOf } from "./helpers/errors.ts";
 import { inviteWithToken, signInRequest, testPassword } from "./helpers/console-users.ts";
 

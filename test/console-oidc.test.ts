@@ -1,8 +1,8 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Agent, fetch as undiciFetch } from "undici";
-import { startServer, type TestServer } from "./helpers/server.ts";
-import { freePort } from "./helpers/llama-server.ts";
+import { startServer, type TestServer } from "../harness/server.ts";
+import { freePort } from "../harness/llama-server.ts";
 import { startOidcProvider, type ProviderUser, type TestOidcProvider } from "./helpers/oidc-provider.ts";
 import { joinWithToken, sessionCookie } from "./helpers/console-users.ts";
 

@@ -1,8 +1,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { startServer } from "./helpers/server.ts";
-import { freshPostgres, redisTestUrl } from "./helpers/keys.ts";
+import { startServer } from "../harness/server.ts";
+import { freshPostgres, redisTestUrl } from "../harness/keys.ts";
 import { clientFrom, consoleClient, joinWithToken, signInRequest, testPassword } from "./helpers/console-users.ts";
 
 /**

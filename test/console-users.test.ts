@@ -1,13 +1,13 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
-import { runCli, startServer, tempDir, writeConfig, type TestServer } from "./helpers/server.ts";
+import { runCli, startServer, tempDir, writeConfig, type TestServer } from "../harness/server.ts";
 import { errorOf } from "./helpers/errors.ts";
 import { clientFrom, inviteWithToken, joinWithToken, sessionCookie, setCookieValue, signInRequest, testPassword, type ConsoleClient } from "./helpers/console-users.ts";
 import { totpCode } from "../src/auth/totp.ts";
 import { sql } from "kysely";
 import { openStore } from "../src/store/store.ts";
-import { silentLogger } from "./helpers/keys.ts";
+import { silentLogger } from "../harness/keys.ts";
 
 /**
  * Issue 33's security rules for console users over HTTP: isolation between accounts (generated from the route
@@ -67,6 +67,11 @@ async function secretsOfB(): Promise<Record<string, string>> {
   return secrets;
 }
 
+interface OpenApiOperation {
+  parameters?: { in: string; name: string }[];
+  requestBody?: { content?: Record<string, { schema?: unknown }> };
+}
+
 /** A valid value for each body field a route declares, with B's account id where a field names an account. */
 function sampleBody(schema: unknown, id: string): Record<string, unknown> | undefined {
   const props = (schema as { properties?: Record<string, { type?: string; anyOf?: unknown[] }> } | undefined)?.properties;
@@ -88,6 +93,13 @@ test("issue 33 isolation: a member of A, signed in with a CSRF token, tries ever
   const secrets = await secretsOfB();
   const bIds = [secrets.accountId!, secrets.accountName!, secrets.keyId!, secrets.user0!, secrets.invite0!];
   const routes = srv.server.app.routeTable.routes.filter((r) => r.url.startsWith("/admin/v1/") || r.url.startsWith("/console/api/"));
+  // Each route's body and query fields, from the OpenAPI document built from the same routes' schemas.
+  const doc = srv.server.app.swagger() as { paths: Record<string, Record<string, OpenApiOperation>>; components: { schemas: Record<string, unknown> } };
+  const operation = (method: string, url: string) => doc.paths[url.replace(/:(\w+)/g, "{$1}")]?.[method.toLowerCase()];
+  const resolve = (schema: unknown) => {
+    const ref = (schema as { $ref?: string } | undefined)?.$ref;
+    return ref ? doc.components.schemas[ref.split("/").pop()!] : schema;
+  };
   // The console's own calls act on the signed-in user only; these would end the attacker's session or sign-in.
   const skipped = new Set(["POST /console/api/logout", "POST /console/api/logout-everywhere", "POST /console/api/login", "POST /console/api/invites/accept"]);
   let tried = 0;
@@ -95,10 +107,11 @@ test("issue 33 isolation: a member of A, signed in with a CSRF token, tries ever
     const label = `${route.method} ${route.url}`;
     if (skipped.has(label)) continue;
     const params = route.url.match(/:\w+/g) ?? [];
-    const query = (route.schema?.querystring as { properties?: Record<string, unknown> } | undefined)?.properties ?? {};
+    const op = operation(route.method, route.url);
+    const query = Object.fromEntries((op?.parameters ?? []).filter((p) => p.in === "query").map((p) => [p.name, true]));
     for (const id of bIds) {
       const path = route.url.replace(/:\w+/g, encodeURIComponent(id)) + ("account" in query ? `?account=${encodeURIComponent(id)}` : "");
-      const body = route.method === "GET" || route.method === "DELETE" ? undefined : sampleBody(route.schema?.body, id);
+      const body = route.method === "GET" || route.method === "DELETE" ? undefined : sampleBody(resolve(op?.requestBody?.content?.["application/json"]?.schema), id);
       const res = await attacker.send(route.method, path, body ?? (route.method === "POST" ? {} : undefined));
       const text = await res.text();
       tried += 1;

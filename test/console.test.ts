@@ -5,7 +5,7 @@ import { mkdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { chromium, type Browser, type Page } from "playwright-core";
-import { startServer, modelsDir, repoRoot, type TestServer } from "./helpers/server.ts";
+import { startServer, modelsDir, repoRoot, type TestServer } from "../harness/server.ts";
 import { errorOf } from "./helpers/errors.ts";
 import { inviteWithToken, testPassword } from "./helpers/console-users.ts";
 import { totpCode } from "../src/auth/totp.ts";

@@ -3,9 +3,9 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, existsSync, readFileSync } from "node:fs";
 import { X509Certificate } from "node:crypto";
 import path from "node:path";
-import { repoRoot, runCli, spawnServer, tempDir, trustingFetch, writeConfig } from "./helpers/server.ts";
-import { testConfig } from "./helpers/config.ts";
-import { createKey } from "./helpers/keys.ts";
+import { repoRoot, runCli, spawnServer, tempDir, trustingFetch, writeConfig } from "../harness/server.ts";
+import { testConfig } from "../harness/config.ts";
+import { createKey } from "../harness/keys.ts";
 import { loadOrCreateTls } from "../src/http/tls.ts";
 
 const literalExample = `server: { host: 127.0.0.1, port: 8443, tls: { cert: ./cert.pem, key: ./key.pem }, trustProxy: ["10.0.0.0/8"] }

@@ -5,7 +5,7 @@ import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import OpenAI from "openai";
-import { startServer, tempDir, modelsDir, type TestServer } from "./helpers/server.ts";
+import { startServer, tempDir, modelsDir, type TestServer } from "../harness/server.ts";
 
 let srv: TestServer;
 let key: string;

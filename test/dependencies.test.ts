@@ -4,7 +4,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import path from "node:path";
-import { repoRoot } from "./helpers/server.ts";
+import { repoRoot } from "../harness/server.ts";
 
 interface KnipIssue {
   file: string;

@@ -10,9 +10,9 @@ import { Ajv2019 } from "ajv/dist/2019.js";
 import YAML from "yaml";
 import { loadConfig } from "../src/config/load-config.ts";
 import { builtInEngines } from "../src/engines/registry.ts";
-import type { UpstreamOptions } from "../src/engines/upstream/upstream.kind.ts";
-import { postgresAdminUrl } from "./helpers/keys.ts";
-import { repoRoot, runCli, tempDir } from "./helpers/server.ts";
+import type { UpstreamOptions } from "../src/engines/upstream/upstream.support.ts";
+import { postgresAdminUrl } from "../harness/keys.ts";
+import { repoRoot, runCli, tempDir } from "../harness/server.ts";
 
 /**
  * Issue 22: what of the container topology can be checked without pulling images (this machine cannot). The

@@ -7,7 +7,7 @@ import path from "node:path";
 import GithubSlugger from "github-slugger";
 import { marked, type Token } from "marked";
 import { architectureDoc, folderGraph, withGraph } from "../scripts/architecture-graph.ts";
-import { repoRoot } from "./helpers/server.ts";
+import { repoRoot } from "../harness/server.ts";
 
 const docs = ["README.md", ...readdirSync(path.join(repoRoot, "docs")).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`)];
 

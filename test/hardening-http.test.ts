@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import { Writable } from "node:stream";
 import { toFile } from "openai";
-import { modelsDir, startServer, type TestServer } from "./helpers/server.ts";
+import { modelsDir, startServer, type TestServer } from "../harness/server.ts";
 import { RawConnection, head, type RawResponse } from "./helpers/raw-http.ts";
 import { readSse } from "./helpers/sse.ts";
 

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import sharp from "sharp";
 import { errorOf } from "./helpers/errors.ts";
-import { modelsDir, runCli, startServer, tempDir, writeConfig, type TestServer } from "./helpers/server.ts";
+import { modelsDir, runCli, startServer, tempDir, writeConfig, type TestServer } from "../harness/server.ts";
 
 let srv: TestServer;
 let key: string;

@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import { repoRoot } from "./helpers/server.ts";
+import { repoRoot } from "../harness/server.ts";
 
 interface LockEntry {
   name?: string;

@@ -5,12 +5,12 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { generateKey } from "../src/keys/key-format.ts";
-import { hashKey } from "../src/keys/key-secret.ts";
+import { hashKey } from "../src/store/key-secret.ts";
 import { newId } from "../src/keys/key-format.ts";
 import { openStore } from "../src/store/store.ts";
-import { freshPostgres, silentLogger } from "./helpers/keys.ts";
-import { startServer, type TestServer } from "./helpers/server.ts";
-import { TcpProxy } from "./helpers/tcp-proxy.ts";
+import { freshPostgres, silentLogger } from "../harness/keys.ts";
+import { startServer, type TestServer } from "../harness/server.ts";
+import { TcpProxy } from "../harness/tcp-proxy.ts";
 import pg from "pg";
 
 const keySecret = `flood-test-secret-${randomBytes(16).toString("hex")}`;

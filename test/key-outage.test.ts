@@ -7,16 +7,18 @@ import pg from "pg";
 import { revokeKey } from "../src/keys/lifecycle.ts";
 import { openStore } from "../src/store/store.ts";
 import { StoreHealth, isStoreBusy, isStoreUnreachable } from "../src/store/store-health.ts";
-import { freshPostgres, redisTestUrl, silentLogger } from "./helpers/keys.ts";
-import { startServer, tempDir, type TestServer } from "./helpers/server.ts";
-import { testConfig } from "./helpers/config.ts";
+import { freshPostgres, redisTestUrl, silentLogger } from "../harness/keys.ts";
+import { startServer, tempDir, type TestServer } from "../harness/server.ts";
+import { testConfig } from "../harness/config.ts";
 import { sql } from "kysely";
 import { errorOf } from "./helpers/errors.ts";
-import { TcpProxy } from "./helpers/tcp-proxy.ts";
+import { TcpProxy } from "../harness/tcp-proxy.ts";
 import { randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";
 
 const adminToken = randomBytes(32).toString("base64");
+// With PostgreSQL every node needs the shared key secret (issue 29.8).
+const keySecret = randomBytes(32).toString("hex");
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
 after(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup();
@@ -34,7 +36,7 @@ async function behindProxy(raw: Record<string, unknown> = {}): Promise<{ srv: Te
   const viaProxy = new URL(db.url);
   viaProxy.port = String(proxy.port);
   await warm(viaProxy.toString());
-  const srv = await startServer({ adminToken, plans, models: [], database: { url: viaProxy.toString() }, ...raw });
+  const srv = await startServer({ adminToken, keySecret, plans, models: [], database: { url: viaProxy.toString() }, ...raw });
   cleanups.push(() => srv.close());
   // Cleanups run last first: the database is back before the server closes, even after a failed assertion.
   cleanups.push(() => proxy.restore());
@@ -149,7 +151,7 @@ test("issue 29.2 a PostgreSQL connection lost in the middle of a query fails tha
   viaProxy.port = String(proxy.port);
   const dataDir = tempDir();
   cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
-  const store = await openStore(testConfig({ dataDir, models: [], database: { url: viaProxy.toString() } }, null), silentLogger());
+  const store = await openStore(testConfig({ dataDir, keySecret, models: [], database: { url: viaProxy.toString() } }, null), silentLogger());
   cleanups.push(() => store.close());
   const query = sql`select pg_sleep(2)`.execute(store.db);
   await new Promise((r) => setTimeout(r, 200));

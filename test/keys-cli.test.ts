@@ -2,7 +2,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { hostname, userInfo } from "node:os";
-import { modelsDir, runCli, startServer, tempDir, writeConfig, type TestServer } from "./helpers/server.ts";
+import { modelsDir, runCli, startServer, tempDir, writeConfig, type TestServer } from "../harness/server.ts";
 import { waitFor } from "./helpers/wait-for.ts";
 import path from "node:path";
 

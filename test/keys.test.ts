@@ -1,8 +1,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { displayPrefix, generateKey, isWellFormedKey, keyLength } from "../src/keys/key-format.ts";
-import { hashKey } from "../src/keys/key-secret.ts";
-import { IpAllowlist, parseCidr } from "../src/keys/ip-allowlist.ts";
+import { hashKey } from "../src/store/key-secret.ts";
+import { IpAllowlist } from "../src/auth/ip-allowlist.ts";
+import { parseCidr } from "../src/config/cidr.ts";
 
 test("§5 key format: mg_ prefix, 32 random bytes in base62, checksum; accepted without I/O", () => {
   const seen = new Set<string>();

@@ -3,7 +3,7 @@ import { after, test } from "node:test";
 import assert from "node:assert/strict";
 import { addressBucket } from "../src/plugins/rate-limit/address-bucket.ts";
 import { MemoryStore } from "../src/plugins/rate-limit/memory-store.ts";
-import { startServer, type TestServer } from "./helpers/server.ts";
+import { startServer, type TestServer } from "../harness/server.ts";
 import { errorOf } from "./helpers/errors.ts";
 
 const cleanups: (() => Promise<unknown> | unknown)[] = [];

@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
 import OpenAI, { toFile } from "openai";
-import { startServer, modelsDir } from "./helpers/server.ts";
+import { startServer, modelsDir } from "../harness/server.ts";
 test("§8 a client still writing a large body reads the 413 (no connection reset): uploads and JSON, through the openai client", async () => {
   const srv = await startServer({ plans: { small: { maxUploadBytes: 1_000_000, maxBodyBytes: 1_000_000 } }, models: [{ id: "w", engine: "onnx", source: path.join(modelsDir, "forged/whisper-scripted"), capabilities: ["transcriptions"], load: "lazy" }] });
   const { key } = await srv.createKey({ plan: "small" });

@@ -4,10 +4,10 @@ import { readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
 import OpenAI from "openai";
-import { testConfig } from "./helpers/config.ts";
+import { testConfig } from "../harness/config.ts";
 import { RedisStore } from "../src/plugins/rate-limit/redis-store.ts";
-import { createKey, freshPostgres, redisTestUrl } from "./helpers/keys.ts";
-import { runCli, spawnServer, tempDir, trustingFetch, writeConfig, type SpawnedServer, type TlsFetch } from "./helpers/server.ts";
+import { createKey, freshPostgres, redisTestUrl } from "../harness/keys.ts";
+import { runCli, spawnServer, tempDir, trustingFetch, writeConfig, type SpawnedServer, type TlsFetch } from "../harness/server.ts";
 import { waitFor } from "./helpers/wait-for.ts";
 
 test("§8 Redis limiter is atomic and does not count refused requests", async () => {

@@ -4,8 +4,9 @@ import { readFileSync } from "node:fs";
 import { createServer, type Server as NetServer } from "node:net";
 import path from "node:path";
 import OpenAI from "openai";
-import { startServer, modelsDir, type TestServer } from "./helpers/server.ts";
-import { llamaServerBinary } from "./helpers/llama-server.ts";
+import { startServer, modelsDir, type TestServer } from "../harness/server.ts";
+import { recordingEngines } from "./helpers/engines.ts";
+import { llamaServerBinary } from "../harness/llama-server.ts";
 import { apiErrorOf, errorOf } from "./helpers/errors.ts";
 import { readSse } from "./helpers/sse.ts";
 import type { ManagedLlamaServerEngine } from "../src/engines/llama-server/managed-llama-server-engine.ts";
@@ -17,6 +18,7 @@ import type { ManagedLlamaServerEngine } from "../src/engines/llama-server/manag
 let srv: TestServer;
 let key: string;
 let client: OpenAI;
+const engines = recordingEngines();
 
 const stories = path.join(modelsDir, "stories260K.gguf");
 const forged = path.join(modelsDir, "forged/stories260K-chatml-tools.gguf");
@@ -29,7 +31,7 @@ before(async () => {
       { id: "managed-json", engine: "llama-server", binary, source: forged, capabilities: ["chat", "json"], contextSize: 2048, parallel: 1, threads: 1 },
       { id: "managed-embed", engine: "llama-server", binary, source: path.join(modelsDir, "forged/bert-embed-tiny.gguf"), capabilities: ["embeddings"], parallel: 1 },
     ],
-  });
+  }, { engines: engines.registry });
   key = (await srv.createKey()).key;
   client = srv.openai(key, { maxRetries: 0 });
 });
@@ -38,7 +40,7 @@ after(async () => {
   await srv?.close();
 });
 
-const engineOf = (id: string) => srv.server.ctx.catalog.get(id).loadedEngine() as ManagedLlamaServerEngine | null;
+const engineOf = (id: string) => engines.loaded(srv, id) as ManagedLlamaServerEngine | null;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 test("llama-server engine: 503 model_loading while the process starts, then chat, streamed and not, with usage", async () => {

@@ -5,7 +5,7 @@ import { spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import YAML from "yaml";
-import { cliPath, spawnServer, tempDir, trustingFetch } from "./helpers/server.ts";
+import { cliPath, spawnServer, tempDir, trustingFetch } from "../harness/server.ts";
 
 /** One missing model (reported once), a short shutdown. */
 function config(dir: string) {

@@ -4,11 +4,11 @@ import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import YAML from "yaml";
-import { modelsDir, requester, runCli, spawnServer, tempDir, trustingFetch, type SpawnedServer } from "./helpers/server.ts";
-import { createKey } from "./helpers/keys.ts";
+import { modelsDir, requester, runCli, spawnServer, tempDir, trustingFetch, type SpawnedServer } from "../harness/server.ts";
+import { createKey } from "../harness/keys.ts";
 import { sseFrames } from "./helpers/sse.ts";
-import { startFakeHub } from "./helpers/fake-hub.ts";
-import { testConfig } from "./helpers/config.ts";
+import { startFakeHub } from "../harness/fake-hub.ts";
+import { testConfig } from "../harness/config.ts";
 import { waitFor } from "./helpers/wait-for.ts";
 
 const adminToken = "wrrmnIYhgP9_uQcRZmVJT2tdehaKsErYUj32hL8o-Og";

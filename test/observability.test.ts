@@ -5,7 +5,7 @@ import { Writable } from "node:stream";
 import { after, before, test } from "node:test";
 import parsePrometheus from "parse-prometheus-text-format";
 import { errorOf } from "./helpers/errors.ts";
-import { modelsDir, repoRoot, startServer, type TestServer } from "./helpers/server.ts";
+import { modelsDir, repoRoot, startServer, type TestServer } from "../harness/server.ts";
 import { readSse, sseFrames } from "./helpers/sse.ts";
 import { until, waitFor } from "./helpers/wait-for.ts";
 

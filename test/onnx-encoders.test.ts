@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import OpenAI from "openai";
-import { modelsDir, startServer, type TestServer } from "./helpers/server.ts";
+import { modelsDir, startServer, type TestServer } from "../harness/server.ts";
 
 /**
  * ONNX encoders through the real server: /v1/embeddings with the official client (float and base64) and

@@ -8,7 +8,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { validate } from "@readme/openapi-parser";
 import openapiTS, { astToString } from "openapi-typescript";
-import { modelsDir, repoRoot, startServer, type TestServer } from "./helpers/server.ts";
+import { modelsDir, repoRoot, startServer, type TestServer } from "../harness/server.ts";
 import { readSse } from "./helpers/sse.ts";
 
 let srv: TestServer;

@@ -5,8 +5,8 @@ import { createHash } from "node:crypto";
 import { existsSync, readFileSync, rmSync, statSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
-import { cliPath, modelsDir, runCli, tempDir, writeConfig } from "./helpers/server.ts";
-import { folderFiles, startFakeHub } from "./helpers/fake-hub.ts";
+import { cliPath, modelsDir, runCli, tempDir, writeConfig } from "../harness/server.ts";
+import { folderFiles, startFakeHub } from "../harness/fake-hub.ts";
 
 const stories = readFileSync(path.join(modelsDir, "stories260K.gguf"));
 const embedFolder = folderFiles(path.join(modelsDir, "forged/bert-embed-tiny"));

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import path from "node:path";
 import { after, before, test } from "node:test";
-import { usageRows } from "./helpers/keys.ts";
-import { modelsDir, startServer, type TestServer } from "./helpers/server.ts";
+import { usageRows } from "./helpers/usage.ts";
+import { modelsDir, startServer, type TestServer } from "../harness/server.ts";
 
 const query = "What is the capital of France?";
 const documents = ["The cat sat on the mat.", "Paris is the capital of France.", "France is a country in Europe."];

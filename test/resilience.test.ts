@@ -7,11 +7,11 @@ import { readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { Redis } from "ioredis";
 import pg from "pg";
-import { createKey, freshPostgres, redisTestUrl } from "./helpers/keys.ts";
-import { testConfig } from "./helpers/config.ts";
-import { modelsDir, requester, spawnServer, startServer, tempDir, trustingFetch, writeConfig, type SpawnedServer } from "./helpers/server.ts";
+import { createKey, freshPostgres, redisTestUrl } from "../harness/keys.ts";
+import { testConfig } from "../harness/config.ts";
+import { modelsDir, requester, spawnServer, startServer, tempDir, trustingFetch, writeConfig, type SpawnedServer } from "../harness/server.ts";
 import { sseFrames } from "./helpers/sse.ts";
-import { TcpProxy } from "./helpers/tcp-proxy.ts";
+import { TcpProxy } from "../harness/tcp-proxy.ts";
 import { until } from "./helpers/wait-for.ts";
 
 const keySecret = "resilience-test-key-secret-0123456789";

@@ -4,13 +4,15 @@ import path from "node:path";
 import pino from "pino";
 import type { FastifyBaseLogger } from "fastify";
 import { FairQueue } from "../src/scheduler/fair-queue.ts";
-import { ModelRunner, type Lease } from "../src/scheduler/model-runner.ts";
+import { ModelRunner } from "../src/scheduler/model-runner.ts";
 import type { ModelEntry } from "../src/config/app-config.ts";
 import type { Engine } from "../src/engines/engine.ts";
-import { llamaChatSupport } from "../src/engines/llama/llama.kind.ts";
+import { llamaChatSupport } from "../src/engines/llama/llama.support.ts";
 import { AppError } from "../src/errors/app-error.ts";
-import { startServer, modelsDir, type TestServer } from "./helpers/server.ts";
+import { startServer, modelsDir, type TestServer } from "../harness/server.ts";
 import { modelEntry } from "./helpers/model-entry.ts";
+import { holdSlot } from "./helpers/runner.ts";
+import { until } from "./helpers/wait-for.ts";
 
 const log = pino({ level: "silent" }) as unknown as FastifyBaseLogger;
 
@@ -51,16 +53,20 @@ test("fair queue: bounded, and a removed waiter leaves the rotation", () => {
 test("model runner: waiting keys are served round-robin as slots free up; full queue is 503 overloaded", async () => {
   const runner = new ModelRunner(entry({ parallel: 1, queueSize: 3 }), llamaChatSupport, idleEngine, log);
   await runner.load();
-  const signal = new AbortController().signal;
-  const first = await runner.admit("a", signal);
+  const first = holdSlot(runner, "a");
+  await first.running;
   const served: string[] = [];
-  const wait = (key: string) => runner.admit(key, signal).then((lease: Lease) => {
-    served.push(key);
-    lease.release();
-  });
+  const wait = (key: string) => {
+    const request = holdSlot(runner, key);
+    void request.running.then(() => {
+      served.push(key);
+      request.release();
+    });
+    return request.done;
+  };
   const waiting = [wait("a"), wait("a"), wait("b")];
-  assert.equal(runner.stats().queueDepth, 3);
-  assert.throws(() => runner.admit("c", signal), (err: unknown) => err instanceof AppError && err.code === "overloaded" && (err.retryAfterMs ?? 0) >= 1000);
+  await until(() => runner.stats().queueDepth === 3, "three requests queued");
+  await assert.rejects(holdSlot(runner, "c").done, (err: unknown) => err instanceof AppError && err.code === "overloaded" && (err.retryAfterMs ?? 0) >= 1000);
   first.release();
   await Promise.all(waiting);
   assert.deepEqual(served, ["a", "b", "a"]);
@@ -70,14 +76,16 @@ test("model runner: waiting keys are served round-robin as slots free up; full q
 test("model runner: an aborted waiter leaves the queue at once", async () => {
   const runner = new ModelRunner(entry({ parallel: 1 }), llamaChatSupport, idleEngine, log);
   await runner.load();
-  const lease = await runner.admit("a", new AbortController().signal);
+  const running = holdSlot(runner, "a");
+  await running.running;
   const controller = new AbortController();
-  const waiting = runner.admit("b", controller.signal);
-  assert.equal(runner.stats().queueDepth, 1);
+  const waiting = holdSlot(runner, "b", controller.signal);
+  await until(() => runner.stats().queueDepth === 1, "the request queued");
   controller.abort(new Error("gone"));
-  await assert.rejects(waiting, /gone/);
+  await assert.rejects(waiting.done, /gone/);
   assert.equal(runner.stats().queueDepth, 0);
-  lease.release();
+  running.release();
+  await running.done;
 });
 
 let srv: TestServer | undefined;

@@ -5,9 +5,9 @@ import { closeSync, constants, openSync, readFileSync, writeFileSync } from "nod
 import path from "node:path";
 import { promisify } from "node:util";
 import YAML from "yaml";
-import { testConfig } from "./helpers/config.ts";
-import { cliPath, modelsDir, requester, spawnServer, tempDir, trustingFetch } from "./helpers/server.ts";
-import { createKey } from "./helpers/keys.ts";
+import { testConfig } from "../harness/config.ts";
+import { cliPath, modelsDir, requester, spawnServer, tempDir, trustingFetch } from "../harness/server.ts";
+import { createKey } from "../harness/keys.ts";
 import { sseFrames } from "./helpers/sse.ts";
 import { until } from "./helpers/wait-for.ts";
 

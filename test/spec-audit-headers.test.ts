@@ -5,8 +5,8 @@ import path from "node:path";
 import OpenAI from "openai";
 import { revokeKey } from "../src/keys/lifecycle.ts";
 import { openStore } from "../src/store/store.ts";
-import { silentLogger } from "./helpers/keys.ts";
-import { startServer, modelsDir, type TestServer } from "./helpers/server.ts";
+import { silentLogger } from "../harness/keys.ts";
+import { startServer, modelsDir, type TestServer } from "../harness/server.ts";
 import { errorOf } from "./helpers/errors.ts";
 import { readSse } from "./helpers/sse.ts";
 

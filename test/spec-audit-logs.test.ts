@@ -2,7 +2,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Writable } from "node:stream";
-import { startServer, type TestServer } from "./helpers/server.ts";
+import { startServer, type TestServer } from "../harness/server.ts";
 import { until } from "./helpers/wait-for.ts";
 
 let srv: TestServer;

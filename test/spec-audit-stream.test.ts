@@ -3,7 +3,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { startServer, modelsDir, tempDir, type TestServer } from "./helpers/server.ts";
+import { startServer, modelsDir, tempDir, type TestServer } from "../harness/server.ts";
 import { readSse } from "./helpers/sse.ts";
 
 let srv: TestServer;

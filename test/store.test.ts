@@ -3,14 +3,14 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { sql } from "kysely";
-import { testConfig } from "./helpers/config.ts";
+import { testConfig } from "../harness/config.ts";
 import type { AppConfig } from "../src/config/app-config.ts";
 import { openStore } from "../src/store/store.ts";
 import { UsageRecorder } from "../src/store/usage-recorder.ts";
 import { LifecycleError, createAccount, createKey, listKeys, revokeKey, rotateKey, updateAccount } from "../src/keys/lifecycle.ts";
-import { hashKey } from "../src/keys/key-secret.ts";
-import { freshPostgres, silentLogger } from "./helpers/keys.ts";
-import { tempDir } from "./helpers/server.ts";
+import { hashKey } from "../src/store/key-secret.ts";
+import { freshPostgres, silentLogger } from "../harness/keys.ts";
+import { tempDir } from "../harness/server.ts";
 
 /** The audit context of operations made here (as the CLI makes them). */
 const cli = { actor: "cli" as const };

@@ -2,12 +2,14 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
 import OpenAI from "openai";
-import { startServer, modelsDir, type TestServer } from "./helpers/server.ts";
+import { startServer, modelsDir, type TestServer } from "../harness/server.ts";
+import { recordingEngines } from "./helpers/engines.ts";
 import type { LlamaEngine } from "../src/engines/llama/llama-engine.ts";
 import { parseSse, sseFrames } from "./helpers/sse.ts";
 
 let srv: TestServer;
 let key: string;
+const engines = recordingEngines();
 
 const stories = path.join(modelsDir, "stories260K.gguf");
 
@@ -16,14 +18,12 @@ before(async () => {
     models: [
       { id: "stories", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 4, threads: 1, queueSize: 256 },
       { id: "single", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 1, threads: 1, queueSize: 1 },
-      // Fresh sequences for the interleaving test: on a second round of 4 concurrent streams over the same 4
-      // sequences, node-llama-cpp 3.21.1 starts one of them only after the other three end (seen with any choice
-      // of sequence), which is the library's scheduling, not what this test is about.
       { id: "batching", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 4, threads: 1 },
+      { id: "neighbours", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 4, threads: 1 },
       { id: "lazy", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 1, threads: 1, load: "lazy" },
       { id: "doomed", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 2048, parallel: 1, threads: 1 },
     ],
-  });
+  }, { engines: engines.registry });
   key = (await srv.createKey()).key;
 });
 
@@ -128,7 +128,34 @@ test("§4.2 rule 4 an error before the first token is a normal JSON error, not a
   assert.equal(body.error.param, "messages");
 });
 
-test("continuous batching: 4 concurrent streams on parallel 4 interleave instead of running one after another", async () => {
+/**
+ * Records the sequence id of every token of each llama_decode of the model's context (node-llama-cpp 3.21.1's addon,
+ * wrapped): its length is the decode's size, and llama.cpp computes it in one pass only where the ids run
+ * consecutively upward (one KV stream per sequence: llama_batch_allocr::split_equal).
+ */
+function decodes(engine: LlamaEngine): number[][] {
+  const holder = (engine as unknown as { context: { _ctx: Record<string, (...a: unknown[]) => unknown> } }).context;
+  const addon = holder._ctx;
+  assert.equal(typeof addon.addToBatch, "function", "node-llama-cpp's context addon has initBatch/addToBatch/decodeBatch");
+  const batches: number[][] = [];
+  let batch: number[] = [];
+  holder._ctx = new Proxy(addon, {
+    get: (target, key) => {
+      if (key === "initBatch") return (n: number) => ((batch = []), target.initBatch!(n));
+      if (key === "addToBatch")
+        return (sequenceId: number, first: number, tokens: Uint32Array, logits: Uint32Array) => {
+          for (let i = 0; i < tokens.length; i++) batch.push(sequenceId);
+          return target.addToBatch!(sequenceId, first, tokens, logits);
+        };
+      if (key === "decodeBatch") return () => (batches.push(batch), target.decodeBatch!());
+      const value = target[key as string];
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  return batches;
+}
+
+async function fourStreams(): Promise<{ events: { stream: number; t: number }[]; finished: number[] }> {
   const events: { stream: number; t: number }[] = [];
   const finished: number[] = [];
   await Promise.all(
@@ -138,12 +165,65 @@ test("continuous batching: 4 concurrent streams on parallel 4 interleave instead
       finished.push(n);
     }),
   );
-  // Before the first stream finished, every stream had already received content.
-  const firstDone = events.filter((e) => e.stream === finished[0]).at(-1)!.t;
-  for (const n of [0, 1, 2, 3]) {
-    const before = events.filter((e) => e.stream === n && e.t < firstDone).length;
-    assert.ok(before >= 2, `stream ${n} got ${before} frames before stream ${finished[0]} ended`);
+  return { events, finished };
+}
+
+test("continuous batching: 4 concurrent streams on parallel 4 interleave, on fresh sequences and again on the same ones", async () => {
+  for (const round of [1, 2]) {
+    const { events, finished } = await fourStreams();
+    // Before the first stream finished, every stream had already received content.
+    const firstDone = events.filter((e) => e.stream === finished[0]).at(-1)!.t;
+    for (const n of [0, 1, 2, 3]) {
+      const before = events.filter((e) => e.stream === n && e.t < firstDone).length;
+      assert.ok(before >= 2, `round ${round}: stream ${n} got ${before} frames before stream ${finished[0]} ended`);
+    }
   }
+});
+
+test("continuous batching: while 4 streams generate, each llama_decode carries the next token of all 4, in one pass", async () => {
+  const engine = engines.loaded(srv, "batching") as LlamaEngine;
+  const batches = decodes(engine);
+  const tokens = await Promise.all(
+    [0, 1, 2, 3].map(async () => {
+      const res = await post({ model: "batching", messages: once, max_tokens: 60, temperature: 0 });
+      return ((await res.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens;
+    }),
+  );
+  // Same prompt, temperature 0: the four generate the same number of tokens. After the decode where all four first
+  // meet (their prompts, in the order they arrived) and up to the last, every decode carries all four, in one pass
+  // (ids ascending by one); before and after, requests that arrived earlier or later run alone.
+  assert.equal(new Set(tokens).size, 1);
+  const full = batches.map((ids, i) => (ids.length === 4 && new Set(ids).size === 4 ? i : -1)).filter((i) => i >= 0);
+  assert.ok(full.length >= tokens[0]! / 2, `${full.length} decodes carried all 4 streams (sizes ${batches.map((b) => b.length).join(",")})`);
+  const steady = batches.slice(full[1], full.at(-1)! + 1);
+  assert.ok(
+    steady.every((ids) => ids.length === 4 && ids.every((id, i) => i === 0 || id === ids[i - 1]! + 1)),
+    `sequence ids per decode while all 4 generate: ${steady.map((ids) => ids.join("")).join(" ")}`,
+  );
+  assert.ok(batches.length <= tokens[0]! + 8, `${batches.length} llama_decode calls for 4 x ${tokens[0]} tokens`);
+});
+
+test("continuous batching: a second concurrent request takes the free sequence next to the busy one, so each decode stays one pass", async () => {
+  const engine = engines.loaded(srv, "neighbours") as LlamaEngine;
+  const complete = async (content: string, max_tokens: number) => {
+    const res = await post({ model: "neighbours", messages: [{ role: "user", content }], max_tokens, temperature: 0 });
+    assert.equal(res.status, 200);
+    await res.json();
+  };
+  // One after another on fresh sequences: 3 gets about 20 tokens, 2 and 1 about 60 each; 0 stays empty.
+  await complete("The cat sat", 16);
+  await complete("A dog ran", 56);
+  await complete("The sun is hot", 56);
+  const batches = decodes(engine);
+  // A stream takes the empty sequence 0. The next request would throw away least on 3 (about 5 tokens' worth less
+  // than on 1, well within what the engine treats as equal), but 1 keeps the busy ids consecutive.
+  const frames = sseFrames(await post({ model: "neighbours", messages: once, max_tokens: 200, temperature: 0, stream: true }));
+  while (!(await frames.next()).value?.choices?.[0]?.delta?.content);
+  await complete("Tom had two dogs", 20);
+  while (!(await frames.next()).done);
+  const both = batches.filter((ids) => ids.length === 2 && ids[0] !== ids[1]);
+  assert.ok(both.length >= 10, `${both.length} decodes carried both requests`);
+  assert.ok(both.every((ids) => ids.join() === "0,1"), `sequence ids per decode: ${both.map((ids) => ids.join("")).join(" ")}`);
 });
 
 test("abort: 200 streams aborted mid-generation free every sequence; the next request is served at once", async () => {
@@ -170,8 +250,9 @@ test("abort: 200 streams aborted mid-generation free every sequence; the next re
   while ((runner.stats().active > 0 || runner.stats().queueDepth > 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
   assert.equal(runner.stats().active, 0);
   assert.equal(runner.stats().queueDepth, 0);
-  const engine = runner.loadedEngine() as LlamaEngine;
+  const engine = engines.loaded(srv, "stories") as LlamaEngine;
   assert.equal(engine.sequencesLeft, 4, "every llama sequence is free");
+  assert.equal(engine.lockstepStats.generations, 0, "no generation is left open in the lockstep gate");
   const started = performance.now();
   const res = await post({ model: "stories", messages: once, max_tokens: 5, temperature: 0 });
   assert.equal(res.status, 200);
@@ -219,7 +300,7 @@ test("§4.2 the openai client raises APIError for a 503 and honours no retries w
 });
 
 test("decisions.md: an error after the first token is one error event, then the stream closes without [DONE]", async () => {
-  const engine = srv.server.ctx.catalog.get("doomed").loadedEngine()!;
+  const engine = engines.loaded(srv, "doomed")!;
   const res = await post({ model: "doomed", messages: once, max_tokens: 2000, temperature: 1, seed: 3, stream: true });
   assert.equal(res.status, 200);
   const events: any[] = [];

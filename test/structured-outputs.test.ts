@@ -7,7 +7,7 @@ import { z } from "zod";
 import { Ajv } from "ajv";
 import { generateObject } from "ai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
-import { startServer, modelsDir, type TestServer } from "./helpers/server.ts";
+import { startServer, modelsDir, type TestServer } from "../harness/server.ts";
 import { errorOf } from "./helpers/errors.ts";
 
 let srv: TestServer;

@@ -10,7 +10,7 @@ import { BasicConstraintsExtension, ExtendedKeyUsage, ExtendedKeyUsageExtension,
 import { generate } from "selfsigned";
 import { Agent } from "undici";
 import { loadOrCreateTls } from "../src/http/tls.ts";
-import { tempDir } from "./helpers/server.ts";
+import { tempDir } from "../harness/server.ts";
 
 const run = promisify(execFile);
 

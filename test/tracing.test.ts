@@ -4,7 +4,7 @@ import type { AddressInfo } from "node:net";
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
-import { modelsDir, startServer, tempDir, type TestServer } from "./helpers/server.ts";
+import { modelsDir, startServer, tempDir, type TestServer } from "../harness/server.ts";
 import { readSse } from "./helpers/sse.ts";
 
 /**

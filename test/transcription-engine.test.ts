@@ -5,7 +5,7 @@ import { before, test } from "node:test";
 import { decodeToMono16k } from "../src/audio/decode.ts";
 import { findVadModel } from "../src/engines/onnx/whisper-engine.ts";
 import { WhisperRunner } from "../src/engines/onnx/tasks/whisper.task.ts";
-import { modelsDir } from "./helpers/server.ts";
+import { modelsDir } from "../harness/server.ts";
 import { modelEntry } from "./helpers/model-entry.ts";
 
 /** The whisper task logic on the main thread (the same code the workers run), on the scripted model. */

@@ -3,8 +3,8 @@ import { readFileSync, writeFileSync, createReadStream } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { toFile, APIError } from "openai";
-import { modelsDir, startServer, tempDir, type TestServer } from "./helpers/server.ts";
-import { repeatedJfk } from "./helpers/audio.ts";
+import { modelsDir, startServer, tempDir, type TestServer } from "../harness/server.ts";
+import { repeatedJfk } from "../harness/audio.ts";
 import { until } from "./helpers/wait-for.ts";
 
 /**

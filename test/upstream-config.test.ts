@@ -3,8 +3,8 @@ import path from "node:path";
 import { test } from "node:test";
 import { ConfigError, loadConfig } from "../src/config/load-config.ts";
 import { builtInEngines } from "../src/engines/registry.ts";
-import type { UpstreamOptions } from "../src/engines/upstream/upstream.kind.ts";
-import { runCli, tempDir, writeConfig } from "./helpers/server.ts";
+import type { UpstreamOptions } from "../src/engines/upstream/upstream.support.ts";
+import { runCli, tempDir, writeConfig } from "../harness/server.ts";
 
 const entry = (upstreams: string, extra = "") => `models:
   - id: llama-70b

@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
-import { testConfig } from "./helpers/config.ts";
-import { createKey } from "./helpers/keys.ts";
-import { modelsDir, spawnServer, startServer, tempDir, type SpawnedServer, type TestServer } from "./helpers/server.ts";
-import { shapedModel } from "./helpers/shaped-model.ts";
+import { testConfig } from "../harness/config.ts";
+import { createKey } from "../harness/keys.ts";
+import { modelsDir, spawnServer, startServer, tempDir, trustingFetch, type SpawnedServer, type TestServer } from "../harness/server.ts";
+import { shapedModel } from "../harness/shaped-model.ts";
 import { parseSse } from "./helpers/sse.ts";
 
 /**
@@ -19,6 +20,7 @@ interface Node {
 }
 
 const adminToken = "RuTuHAR8doLpVwZaNcVuy51WFpabH_9w3KHSs1OJ-Ow";
+const nodeAdminToken = "pQ7vXk2mZr9LwT4yBn6HcJ8sFd3GaU1eKo5iVx0tYq";
 let nodes: Node[] = [];
 let front: TestServer;
 let key: string;
@@ -29,6 +31,7 @@ before(async () => {
       const dir = tempDir("failover-node-");
       const raw = {
         dataDir: dir,
+        adminToken: nodeAdminToken,
         models: [
           { id: "stories", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"], contextSize: 256, parallel: 4, threads: 1 },
           { id: "shaped", engine: "llama", source: shapedModel(), capabilities: ["chat"], contextSize: 512, parallel: 2, threads: 1 },
@@ -47,7 +50,10 @@ before(async () => {
     health: { interval: "500ms" },
     breaker: { failures: 2, cooldown: "30s" },
   });
-  front = await startServer({ adminToken, models: [{ id: "fleet", ...fleet("stories") }, { id: "fleet-long", ...fleet("shaped") }] });
+  front = await startServer({
+    adminToken,
+    models: [{ id: "fleet", ...fleet("stories") }, { id: "fleet-long", ...fleet("shaped") }, { id: "fleet-affine", ...fleet("stories"), routing: "prefix-affinity" }],
+  });
   key = (await front.createKey()).key;
 });
 
@@ -60,6 +66,38 @@ const upstreams = async (model: string) => {
   const res = await front.get(`/admin/v1/models/${model}`, { key: adminToken });
   return ((await res.json()) as { upstreams: { url: string; state: string; inFlight: number }[] }).upstreams;
 };
+
+test("prefix-affinity over Modelgate nodes: a conversation's turns reach one node, whose llama engine finds the history cached", async () => {
+  const cacheOf = async (n: Node) => {
+    const { fetch: tlsFetch, agent } = trustingFetch(readFileSync(n.ca, "utf8"));
+    try {
+      const res = await tlsFetch(`${n.server.origin}/admin/v1/models/stories`, { headers: { authorization: `Bearer ${nodeAdminToken}` } });
+      return ((await res.json()) as { promptCache?: { promptTokens: number; reusedTokens: number } }).promptCache ?? { promptTokens: 0, reusedTokens: 0 };
+    } finally {
+      await agent.close();
+    }
+  };
+  const conversations = [0, 1, 2, 3].map((n) => ({
+    // No shared system prompt: the node's llama engine would trade one conversation's sequence for a few shared tokens.
+    messages: [{ role: "user" as const, content: `${["Lily", "Tom", "Ben", "Sue"][n]} went to the sea with a ${["girl", "dog", "king", "bird"][n]} one day.` }],
+    node: -1,
+    promptTokens: 0,
+  }));
+  for (let round = 0; round < 3; round++) {
+    for (const c of conversations) {
+      const before = await Promise.all(nodes.map(cacheOf));
+      const res = await front.openai(key).chat.completions.create({ model: "fleet-affine", messages: c.messages, max_tokens: 8, temperature: 0 });
+      const after = await Promise.all(nodes.map(cacheOf));
+      const node = after.findIndex((a, i) => a.promptTokens > before[i].promptTokens);
+      if (round === 0) c.node = node;
+      assert.equal(node, c.node, "every turn on the conversation's node");
+      const reused = after[node].reusedTokens - before[node].reusedTokens;
+      if (round > 0) assert.ok(reused >= c.promptTokens, `turn ${round + 1}: ${reused} tokens reused, the previous prompt had ${c.promptTokens}`);
+      c.promptTokens = res.usage!.prompt_tokens;
+      c.messages.push({ role: "assistant", content: res.choices[0].message.content! } as never, { role: "user", content: `And then, part ${round + 2}?` });
+    }
+  }
+});
 
 test("kill -9 of one of three upstreams under load: 0 failed requests; its running streams end with one error event", async () => {
   // Streams first, one per node (least outstanding spreads them), each past its first token.

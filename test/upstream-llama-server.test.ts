@@ -2,9 +2,9 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { apiErrorOf } from "./helpers/errors.ts";
-import { startLlamaServer, type LlamaServer } from "./helpers/llama-server.ts";
-import { modelsDir, startServer, type TestServer } from "./helpers/server.ts";
-import { shapedModel } from "./helpers/shaped-model.ts";
+import { startLlamaServer, type LlamaServer } from "../harness/llama-server.ts";
+import { modelsDir, startServer, type TestServer } from "../harness/server.ts";
+import { shapedModel } from "../harness/shaped-model.ts";
 import { assertChatFraming, parseSse, readSse, sseFrames } from "./helpers/sse.ts";
 
 /**

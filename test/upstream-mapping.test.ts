@@ -3,7 +3,7 @@ import { after, before, test } from "node:test";
 import { Writable } from "node:stream";
 import { apiErrorOf, errorOf } from "./helpers/errors.ts";
 import { json, sse, startReplay, type Replay } from "./helpers/replay-upstream.ts";
-import { startServer, type TestServer } from "./helpers/server.ts";
+import { startServer, type TestServer } from "../harness/server.ts";
 import { assertChatFraming, readSse } from "./helpers/sse.ts";
 
 /**

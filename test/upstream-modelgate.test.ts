@@ -4,9 +4,9 @@ import path from "node:path";
 import { after, before, test } from "node:test";
 import { toFile } from "openai";
 import { apiErrorOf, errorOf } from "./helpers/errors.ts";
-import { usageRows } from "./helpers/keys.ts";
-import { modelsDir, startServer, tempDir, type TestServer } from "./helpers/server.ts";
-import { shapedModel } from "./helpers/shaped-model.ts";
+import { usageRows } from "./helpers/usage.ts";
+import { modelsDir, startServer, tempDir, type TestServer } from "../harness/server.ts";
+import { shapedModel } from "../harness/shaped-model.ts";
 import { assertChatFraming, readSse, sseFrames } from "./helpers/sse.ts";
 
 /**

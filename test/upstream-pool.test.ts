@@ -3,7 +3,7 @@ import type { ServerResponse } from "node:http";
 import { after, before, test } from "node:test";
 import { apiErrorOf } from "./helpers/errors.ts";
 import { json, sse, startReplay, type Replay } from "./helpers/replay-upstream.ts";
-import { runCli, startServer, tempDir, writeConfig, type TestServer } from "./helpers/server.ts";
+import { runCli, startServer, tempDir, writeConfig, type TestServer } from "../harness/server.ts";
 import { waitFor } from "./helpers/wait-for.ts";
 
 /**

@@ -3,14 +3,14 @@ import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
-import { testConfig } from "./helpers/config.ts";
-import { createKey, freshPostgres, redisTestUrl } from "./helpers/keys.ts";
-import { startCanned, type Peer } from "../bench/processes.ts";
-import { requester, spawnServer, tempDir, trustingFetch, type SpawnedServer } from "./helpers/server.ts";
+import { testConfig } from "../harness/config.ts";
+import { createKey, freshPostgres, redisTestUrl } from "../harness/keys.ts";
+import { startCanned, type Peer } from "../harness/peers.ts";
+import { requester, spawnServer, tempDir, trustingFetch, type SpawnedServer } from "../harness/server.ts";
 
 /**
  * Three front replicas (separate processes) sharing PostgreSQL and Redis, in front of two upstreams (the fixed,
- * canned OpenAI-style server of the benchmarks, bench/peers/canned-upstream.mjs). The limits stay exact whichever
+ * canned OpenAI-style server the benchmarks use too, harness/canned-upstream.mjs). The limits stay exact whichever
  * replica a request reaches.
  */
 let replicas: SpawnedServer[] = [];

@@ -4,7 +4,7 @@ import path from "node:path";
 import { after, before, test } from "node:test";
 import OpenAI from "openai";
 import sharp from "sharp";
-import { modelsDir, startServer, type TestServer } from "./helpers/server.ts";
+import { modelsDir, startServer, type TestServer } from "../harness/server.ts";
 import { apiErrorOf } from "./helpers/errors.ts";
 
 /**

@@ -1,6 +1,6 @@
 import type { Endpoint } from "../config/config.schema.ts";
 import type { Plan } from "../config/app-config.ts";
-import type { IpAllowlist } from "../keys/ip-allowlist.ts";
+import type { IpAllowlist } from "./ip-allowlist.ts";
 
 /** What the auth plugin attaches to an authenticated /v1 request (`request.auth`). */
 export interface AuthContext {

@@ -20,3 +20,8 @@ export function actorOf(principal: Principal): { actor: AuditActor; actorId: str
   if (principal.kind === "admin-token") return { actor: "admin-token", actorId: null, actorEmail: null };
   return { actor: principal.kind, actorId: principal.user.id, actorEmail: principal.user.email };
 }
+
+// The console user model and the audit log's actor kinds, for the layers above the store (features reach the store
+// only through auth/ and keys/).
+export { auditActors, type AuditActor } from "../store/audit.repo.ts";
+export { isOperatorRole, memberRoles, normalizeEmail, operatorRoles, type MemberRole, type OperatorRole, type User, type UserRole } from "../store/users.repo.ts";

@@ -1,7 +1,7 @@
 import { isHubRef } from "../config/hub-ref.ts";
 import { VerifyError } from "../catalog/pull/download-file.ts";
 import { HubClient, HubError, hubOptionsFromEnv } from "../catalog/pull/hub-client.ts";
-import { PlanError } from "../catalog/pull/plan-files.ts";
+import { PlanError } from "../catalog/pull/plan-error.ts";
 import { formatBytes, progressReporter, type ProgressOutput } from "../catalog/pull/progress.ts";
 import { companionRefs, pullConfiguredModels } from "../catalog/pull/pull-missing.ts";
 import { pullHubRef, type PullResult } from "../catalog/pull/pull-model.ts";

@@ -7,7 +7,7 @@ import { loadConfig } from "../config/load-config.ts";
 import { parseOptions } from "./args.ts";
 import type { CliContext, Command, CommandResult } from "./command.ts";
 import type { AppConfig } from "../config/app-config.ts";
-import { pullCommandFor } from "../catalog/model-files.ts";
+import { pullCommandFor } from "../config/model-files.ts";
 import { builtInEngines } from "../engines/registry.ts";
 import { LogOutput, logFormatFor } from "./log-output.ts";
 

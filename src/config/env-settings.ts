@@ -1,6 +1,6 @@
 import path from "node:path";
 
-/** The settings a deployment changes, by environment variable (README: "Environment variables"). */
+/** The settings a deployment changes, by environment variable (docs/configuration.md, "Environment variables"). */
 export const settingVariables = {
   MODELGATE_HOST: "server.host",
   MODELGATE_PORT: "server.port",

@@ -3,7 +3,7 @@ import type { Capability } from "../config/config.schema.ts";
 import { AppError } from "../errors/app-error.ts";
 import { crc32 } from "node:zlib";
 import { imageSize } from "image-size";
-import type { ChatRequest, EndpointCapability, EngineSupport, FeatureCapability, ImagePart, RequestFeature } from "./engine.ts";
+import type { ChatRequest, EndpointCapability, EndpointPorts, Engine, EngineSupport, FeatureCapability, ImagePart, RequestFeature } from "./engine.ts";
 
 const endpointWords: Record<EndpointCapability, string> = {
   chat: "chat completions",
@@ -43,6 +43,26 @@ function firstImageParam(req: ChatRequest): string | null {
 export function unsupportedCapabilities(entry: Pick<ModelEntry, "capabilities">, support: EngineSupport): Capability[] {
   const can = new Set<Capability>([...support.endpoints, ...support.features]);
   return entry.capabilities.filter((c) => !can.has(c));
+}
+
+/** The methods of each endpoint's port. */
+const portMethods: Record<EndpointCapability, readonly [string, string]> = {
+  chat: ["prepareChat", "chat"],
+  embeddings: ["prepareEmbed", "embed"],
+  rerank: ["prepareRerank", "rerank"],
+  transcriptions: ["prepareTranscribe", "transcribe"],
+};
+
+/**
+ * The engine's port for an endpoint. `checkCapabilities` has refused an endpoint the engine's support does not
+ * list, so a missing port is the engine's bug: a 500, with this message in the log.
+ */
+export function portOf<E extends EndpointCapability>(engine: Engine, endpoint: E): EndpointPorts[E] {
+  const methods = engine as unknown as Record<string, unknown>;
+  if (portMethods[endpoint].some((name) => typeof methods[name] !== "function")) {
+    throw new Error(`the engine serves no ${endpoint} port, though its support lists ${engine.support.endpoints.join(", ")}`);
+  }
+  return engine as EndpointPorts[E];
 }
 
 /**

@@ -1,11 +1,34 @@
 import { AppError } from "../errors/app-error.ts";
+import type { ChatRequest } from "./engine.ts";
+
+/** What a chat may generate, worked out once per request by the engine that counted its prompt. */
+export interface Completion {
+  /** The completion budget: max_tokens, or what the window leaves, lowered to the plan's output cap. */
+  budget: number;
+  /**
+   * What to ask an engine that bounds the completion itself (an upstream): max_tokens, or the plan's cap when it is
+   * below what the window leaves; null to ask nothing, since its own prompt count may differ slightly from ours.
+   */
+  asked: number | null;
+}
 
 /**
- * The one context-window check (§4.2): the prompt plus max_tokens must fit, and an omitted max_tokens must leave
- * room for at least one token. Returns the completion budget: max_tokens, or what the window leaves.
- * `note` qualifies the prompt in the message ("including 2 images").
+ * The one context-window check (§4.2) and the one completion budget. The prompt plus max_tokens must fit `window`,
+ * and an omitted max_tokens must leave room for at least one token; `window` null (an upstream that does not say,
+ * or a prompt it did not count) checks nothing, and only max_tokens and the plan's cap bound the budget. `note`
+ * qualifies the prompt in the message ("including 2 images").
  */
-export function fitContextWindow(window: number, promptTokens: number, maxTokens: number | null, note = ""): number {
+export function fitCompletion(window: number | null, promptTokens: number, req: Pick<ChatRequest, "maxTokens" | "outputCap">, note = ""): Completion {
+  const room = window === null ? Number.MAX_SAFE_INTEGER : roomLeft(window, promptTokens, req.maxTokens, note);
+  const cap = req.outputCap ?? null;
+  return {
+    budget: Math.min(req.maxTokens ?? room, cap ?? Number.MAX_SAFE_INTEGER),
+    asked: req.maxTokens ?? (cap !== null && cap < room ? cap : null),
+  };
+}
+
+/** What `window` leaves after the prompt; context_length_exceeded when max_tokens, or one token, does not fit. */
+function roomLeft(window: number, promptTokens: number, maxTokens: number | null, note: string): number {
   const room = window - promptTokens;
   if (maxTokens !== null ? promptTokens + maxTokens > window : room < 1) {
     const prompt = `The messages take ${promptTokens} tokens${note ? ` (${note})` : ""}`;
@@ -16,5 +39,5 @@ export function fitContextWindow(window: number, promptTokens: number, maxTokens
         (maxTokens !== null ? ` and max_tokens asks for ${maxTokens} more.` : ", leaving no room for a completion."),
     });
   }
-  return maxTokens ?? room;
+  return room;
 }

@@ -37,7 +37,13 @@ export type ToolChoice = "auto" | "none" | "required" | { name: string };
 
 export interface ChatRequest {
   messages: ChatMessage[];
+  /** The client's max_tokens (or max_completion_tokens, max_output_tokens); null when it set none. */
   maxTokens: number | null;
+  /**
+   * The plan's `maxOutputTokens`: it bounds an omitted max_tokens (an explicit one above it was refused before the
+   * engine); absent or null, no cap. The engine's prepare fits both to the window (context-window.ts).
+   */
+  outputCap?: number | null;
   temperature: number | null;
   topP: number | null;
   seed: number | null;
@@ -80,7 +86,7 @@ export type ChatDelta =
 /** A chat request after the engine has templated and tokenized it, ready to run. */
 export interface PreparedChat {
   promptTokens: number;
-  /** Effective completion budget (max_tokens or what the context leaves). */
+  /** The completion budget (context-window.ts fitCompletion): max_tokens, or what the window leaves, within the plan's cap. */
   maxTokens: number;
 }
 
@@ -199,30 +205,66 @@ export interface UpstreamStats {
   latencyMs: number | null;
   /** Failed calls and health checks since start. */
   failuresTotal: number;
+  /** Pools with `routing: prefix-affinity`: attempts placed here since load, by why it was chosen. */
+  affinity?: AffinityPlacements;
+}
+
+/** Attempts placed on an upstream: as the key's ring owner, spilled from a busier owner, or as a retry. */
+export interface AffinityPlacements {
+  owner: number;
+  spill: number;
+  retry: number;
+}
+
+/*
+ * Each endpoint an engine serves is a port of two steps, generic over the engine's own prepared value: prepare
+ * templates, tokenizes and validates (400s, context_length_exceeded) on a loaded engine before any capacity is
+ * taken; the run step does the work on the slot(s) the scheduler leased. A prepared value goes back only to the
+ * engine that made it (the scheduler answers 503 model_loading when the model was reloaded in between), so each
+ * engine's run step takes its own prepared type, without a cast.
+ */
+
+export interface ChatPort<P extends PreparedChat = PreparedChat> {
+  prepareChat(req: ChatRequest, signal?: AbortSignal): Promise<P>;
+  chat(req: ChatRequest, prepared: P, signal: AbortSignal): AsyncIterable<ChatDelta>;
+}
+
+export interface EmbedPort<P extends PreparedEmbed = PreparedEmbed> {
+  prepareEmbed(req: EmbedRequest): P | Promise<P>;
+  embed(req: EmbedRequest, prepared: P, signal: AbortSignal): Promise<EmbedResult>;
+}
+
+export interface RerankPort<P extends PreparedRerank = PreparedRerank> {
+  prepareRerank(req: RerankRequest): P | Promise<P>;
+  rerank(req: RerankRequest, prepared: P, signal: AbortSignal): Promise<RerankResult>;
+}
+
+export interface TranscribePort<P extends PreparedTranscription = PreparedTranscription> {
+  /** Decodes and checks the upload (400 param file) before the request waits for a slot. */
+  prepareTranscribe(req: TranscribeRequest, signal: AbortSignal): Promise<P>;
+  /** `slots` is how many of the model's slots the request leased: windows of one recording run that wide. */
+  transcribe(req: TranscribeRequest, prepared: P, signal: AbortSignal, slots: number): Promise<Transcript>;
+}
+
+/** The port that serves each endpoint. */
+export interface EndpointPorts {
+  chat: ChatPort;
+  embeddings: EmbedPort;
+  rerank: RerankPort;
+  transcriptions: TranscribePort;
 }
 
 /**
- * The one interface every engine implements. Each endpoint is two steps: `prepare*` templates, tokenizes and
- * validates (400s, context_length_exceeded) on a loaded engine before any capacity is taken; the run step does
- * the work on the slot(s) the scheduler leased. Engines know nothing of HTTP and never bound their own
+ * The one interface every engine implements: the ports of the endpoints its `support` lists (`portOf` in
+ * capabilities.ts finds them), loading, and diagnostics. Engines know nothing of HTTP and never bound their own
  * concurrency: `src/scheduler` does.
  */
-export interface Engine {
+export interface Engine extends Partial<ChatPort>, Partial<EmbedPort>, Partial<RerankPort>, Partial<TranscribePort> {
   readonly support: EngineSupport;
   /** The served context window in tokens, once loaded. */
   readonly contextSize: number | null;
   load(signal?: AbortSignal): Promise<void>;
   unload(): Promise<void>;
-  prepareChat?(req: ChatRequest, signal?: AbortSignal): Promise<PreparedChat>;
-  chat?(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta>;
-  prepareEmbed?(req: EmbedRequest): PreparedEmbed | Promise<PreparedEmbed>;
-  embed?(req: EmbedRequest, prepared: PreparedEmbed, signal: AbortSignal): Promise<EmbedResult>;
-  prepareRerank?(req: RerankRequest): PreparedRerank | Promise<PreparedRerank>;
-  rerank?(req: RerankRequest, prepared: PreparedRerank, signal: AbortSignal): Promise<RerankResult>;
-  /** Decodes and checks the upload (400 param file) before the request waits for a slot. */
-  prepareTranscribe?(req: TranscribeRequest, signal: AbortSignal): Promise<PreparedTranscription>;
-  /** `slots` is how many of the model's slots the request leased: windows of one recording run that wide. */
-  transcribe?(req: TranscribeRequest, prepared: PreparedTranscription, signal: AbortSignal, slots: number): Promise<Transcript>;
   /** The upstreams behind the engine and their health, for engines that forward (diagnostics only). */
   upstreamStats?(): UpstreamStats[];
   /** Times to an upstream's answer (seconds) since the last call, per upstream URL, for the latency histogram. */

@@ -1,4 +1,15 @@
+import type { TSchema } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
+import { adminSchemas } from "./admin/admin.schema.ts";
+import { chatSchemas } from "./chat/chat.schema.ts";
+import { embeddingsSchemas } from "./embeddings/embeddings.schema.ts";
+import { modelsSchemas } from "./models/models.schema.ts";
+import { rerankSchemas } from "./rerank/rerank.schema.ts";
+import { responsesSchemas } from "./responses/responses.schema.ts";
+import { tokenizeSchemas } from "./tokenize/tokenize.schema.ts";
+import { transcriptionSchemas } from "./transcription/transcription.schema.ts";
+import { membersSchemas } from "./admin/members.schema.ts";
+import { consoleSchemas } from "./console/console.schema.ts";
 import modelsRoutes from "./models/models.route.ts";
 import healthRoutes from "./health/health.route.ts";
 import openapiRoutes from "./openapi/openapi.route.ts";
@@ -21,11 +32,25 @@ type Routes = (app: FastifyInstance) => Promise<void>;
 /** Routes under /v1 (paths relative to it): API key, allowlist, rate limit and body limit (src/scopes/v1.scope.ts). */
 export const v1Routes: Routes[] = [modelsRoutes, openapiRoutes, chatRoutes, responsesRoutes, embeddingsRoutes, transcriptionRoutes, rerankRoutes, tokenizeRoutes];
 
-/** Routes under /admin/v1 (paths relative to it): the admin token (src/scopes/admin.scope.ts). */
+/** Routes under /admin/v1 (paths relative to it): the admin token or a console session, by role (src/scopes/admin.scope.ts). */
 export const adminRoutes: Routes[] = [adminRoutesOfAccounts, membersAdminRoutes, modelsAdminRoutes];
 
-/** The web console: its page and files, and the login (src/scopes/console.scope.ts). */
+/** The web console: its page and files, sign-in, sessions, invites, TOTP and OIDC (src/scopes/console.scope.ts). */
 export const consoleRoutes: Routes[] = [consolePageRoutes, consoleSessionRoutes, consoleTotpRoutes, consoleOidcRoutes];
 
 /** Routes that take no credentials (src/scopes/public.scope.ts). */
 export const publicRoutes: Routes[] = [healthRoutes];
+
+/** Every feature's shared schemas, registered before the routes and listed in the OpenAPI document (openapi/openapi-document.ts). */
+export const featureSchemas: TSchema[] = [
+  ...chatSchemas,
+  ...responsesSchemas,
+  ...embeddingsSchemas,
+  ...transcriptionSchemas,
+  ...rerankSchemas,
+  ...tokenizeSchemas,
+  ...modelsSchemas,
+  ...adminSchemas,
+  ...membersSchemas,
+  ...consoleSchemas,
+];

@@ -1,59 +1,26 @@
-import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from "fastify";
 import type { AppContext } from "../app-context.ts";
-import type { AuthContext } from "../auth/auth-context.ts";
-import { assertScope } from "../auth/scope.ts";
+import { assertGranted } from "../auth/key-grants.ts";
 import type { Endpoint } from "../config/config.schema.ts";
-import { checkCapabilities, checkInputLimits, type LimitedInput } from "../engines/capabilities.ts";
+import { checkCapabilities, checkInputLimits, portOf, type LimitedInput } from "../engines/capabilities.ts";
 import { isClientDisconnect } from "../errors/aborts.ts";
-import type { ChatRequest, EndpointCapability, Engine } from "../engines/engine.ts";
-import { requestSignal } from "../http/request-signal.ts";
+import type { ChatRequest, EndpointCapability, EndpointPorts } from "../engines/engine.ts";
 import type { Lease } from "../scheduler/model-runner.ts";
-import type { RequestOutcome } from "../plugins/observability.ts";
+import type { RequestContext } from "./request-context.ts";
 import { currentContext, incomingContext, inSpan, SpanKind, startSpan } from "../telemetry/spans.ts";
 import type { Span } from "@opentelemetry/api";
 
-/** What a route hands an inference service about its request. */
-export interface RequestScope {
-  auth: AuthContext;
-  /** The endpoint the route belongs to (its `config.endpoint`): scope checks and usage are per endpoint. */
-  endpoint: Endpoint;
-  /** The request's logger (it carries the request id). */
-  log: FastifyBaseLogger;
-  /** The request's AbortSignal: the client disconnecting or the deadline (the model's requestTimeout) aborts it. */
-  signalFor(deadlineMs: number): AbortSignal;
-  /** Milliseconds since the request arrived. */
-  elapsedMs(): number;
-  /** What the access log and metrics learn about the request (model, tokens, TTFT, error code). */
-  outcome: RequestOutcome | null;
-  /** The request's headers, for a client's W3C trace context (`traceparent`). */
-  headers: Record<string, string | string[] | undefined>;
-}
-
-/** The scope of an authenticated /v1 request (the auth hook has run). */
-export function requestScope(request: FastifyRequest, reply: FastifyReply): RequestScope {
-  const endpoint = request.routeOptions.config.endpoint;
-  if (!endpoint) throw new Error(`route ${request.routeOptions.url} declares no config.endpoint`);
-  return {
-    auth: request.auth!,
-    endpoint,
-    log: request.log,
-    signalFor: (deadlineMs) => requestSignal(request, reply, deadlineMs),
-    elapsedMs: () => reply.elapsedTime,
-    outcome: request.outcome,
-    headers: request.headers,
-  };
-}
-
-export interface Inference<P, R> {
+export interface Inference<E extends EndpointCapability, P, R> {
   model: string;
+  /** The endpoint whose port does the work: the capability check is for it, and prepare and run get it. */
+  port: E;
   /** The chat request, for the feature part of the capability check. */
   chat?: ChatRequest;
   /** What the request puts in front of the model, for the model's input limits. */
   input: LimitedInput;
-  prepare(engine: Engine, signal: AbortSignal): P | Promise<P>;
+  prepare(port: EndpointPorts[E], signal: AbortSignal): P | Promise<P>;
   slots?(prepared: P): number;
   onQueued?(): void;
-  run(engine: Engine, prepared: P, signal: AbortSignal, lease: Lease): Promise<R>;
+  run(port: EndpointPorts[E], prepared: P, signal: AbortSignal, lease: Lease): Promise<R>;
   /** The tokens to record for the key, or null to record nothing. */
   usage(result: R): { promptTokens: number; completionTokens: number } | null;
 }
@@ -64,13 +31,13 @@ export interface Inference<P, R> {
  * then the scheduler's prepare (400s such as
  * context_length_exceeded) → admit (503) → run → release, and the usage is recorded for the key.
  */
-export async function runInference<P, R>(ctx: AppContext, scope: RequestScope, spec: Inference<P, R>): Promise<R> {
-  const operation = operationNames[scope.endpoint] ?? scope.endpoint;
+export async function runInference<E extends EndpointCapability, P, R>(ctx: AppContext, request: RequestContext, spec: Inference<E, P, R>): Promise<R> {
+  const operation = operationNames[request.endpoint] ?? request.endpoint;
   const attributes = { "gen_ai.operation.name": operation, "gen_ai.request.model": spec.model, ...chatAttributes(spec.chat) };
   return inSpan(`${operation} ${spec.model}`, attributes, async (span) => {
-    const runner = checkRequest(ctx, scope, spec);
-    const signal = scope.signalFor(runner.entry.requestTimeoutMs);
-    const requestContext = currentContext();
+    const runner = checkRequest(ctx, request, spec);
+    const signal = request.signalFor(runner.entry.requestTimeoutMs);
+    const traceContext = currentContext();
     // The wait for a slot: from the end of prepare to the start of the work (or to the refusal, when admission fails).
     let waiting: Span | null = null;
     const endWait = () => {
@@ -80,34 +47,34 @@ export async function runInference<P, R>(ctx: AppContext, scope: RequestScope, s
     let result: R;
     try {
       result = await runner.execute({
-        queueKey: scope.auth.keyId,
+        queueKey: request.auth.keyId,
         signal,
         prepare: (engine, prepareSignal) =>
           inSpan("prepare", {}, async () => {
-            const prepared = await spec.prepare(engine, prepareSignal);
-            waiting = startSpan("queue wait", {}, requestContext);
+            const prepared = await spec.prepare(portOf(engine, spec.port), prepareSignal);
+            waiting = startSpan("queue wait", {}, traceContext);
             return prepared;
           }),
         slots: spec.slots,
         onQueued: spec.onQueued,
         run: (engine, prepared, lease) => {
           endWait();
-          return inSpan("generation", {}, () => spec.run(engine, prepared, signal, lease));
+          return inSpan("generation", {}, () => spec.run(portOf(engine, spec.port), prepared, signal, lease));
         },
       });
     } finally {
       endWait();
-      if (signal.aborted && isClientDisconnect(signal.reason)) scope.log.debug({ model: spec.model }, "client disconnected; the request was stopped");
+      if (signal.aborted && isClientDisconnect(signal.reason)) request.log.debug({ model: spec.model }, "client disconnected; the request was stopped");
     }
     const usage = spec.usage(result);
     if (usage) {
       span.setAttributes({ "gen_ai.usage.input_tokens": usage.promptTokens, "gen_ai.usage.output_tokens": usage.completionTokens });
-      ctx.usage.record({ keyId: scope.auth.keyId, accountId: scope.auth.accountId, model: spec.model, endpoint: scope.endpoint, ...usage });
-      ctx.metrics.tokens(spec.model, scope.auth.accountId, usage.promptTokens, usage.completionTokens);
-      if (scope.outcome) Object.assign(scope.outcome, { promptTokens: usage.promptTokens, completionTokens: usage.completionTokens });
+      ctx.usage.record({ keyId: request.auth.keyId, accountId: request.auth.accountId, model: spec.model, endpoint: request.endpoint, ...usage });
+      ctx.metrics.tokens(spec.model, request.auth.accountId, usage.promptTokens, usage.completionTokens);
+      if (request.outcome) Object.assign(request.outcome, { promptTokens: usage.promptTokens, completionTokens: usage.completionTokens });
     }
     return result;
-  }, SpanKind.SERVER, incomingContext(scope.headers));
+  }, SpanKind.SERVER, incomingContext(request.headers));
 }
 
 /** `gen_ai.operation.name` per endpoint: the GenAI conventions' names where they have one. */
@@ -127,22 +94,22 @@ function chatAttributes(chat: ChatRequest | undefined): Record<string, number> {
  * The same checks and prepare step as `runInference`, and nothing after it: for /v1/tokenize, which answers what
  * the engine counted (and its context window) without taking a slot or recording usage.
  */
-export async function prepareInference<P>(
+export async function prepareInference<E extends EndpointCapability, P>(
   ctx: AppContext,
-  scope: RequestScope,
-  spec: Pick<Inference<P, never>, "model" | "chat" | "input" | "prepare">,
+  request: RequestContext,
+  spec: Pick<Inference<E, P, never>, "model" | "port" | "chat" | "input" | "prepare">,
 ): Promise<{ prepared: P; contextSize: number | null }> {
-  const runner = checkRequest(ctx, scope, spec);
-  return runner.prepareOnly(scope.signalFor(runner.entry.requestTimeoutMs), spec.prepare);
+  const runner = checkRequest(ctx, request, spec);
+  return runner.prepareOnly(request.signalFor(runner.entry.requestTimeoutMs), (engine, signal) => spec.prepare(portOf(engine, spec.port), signal));
 }
 
 /** 404 → 403 → 400 (capabilities) → 400 (input limits), in the decisions.md order; returns the model's runner. */
-function checkRequest(ctx: AppContext, scope: RequestScope, spec: Pick<Inference<unknown, unknown>, "model" | "chat" | "input">) {
+function checkRequest(ctx: AppContext, request: RequestContext, spec: Pick<Inference<EndpointCapability, unknown, unknown>, "model" | "port" | "chat" | "input">) {
   const runner = ctx.catalog.get(spec.model);
   // Only a configured model becomes a label: a client's unknown model name would make the series unbounded.
-  if (scope.outcome) scope.outcome.model = spec.model;
-  assertScope(scope.auth, scope.endpoint, spec.model, ctx.config.deployment);
-  checkCapabilities(runner.entry, runner.support, scope.endpoint as EndpointCapability, spec.chat);
+  if (request.outcome) request.outcome.model = spec.model;
+  assertGranted(request.auth, request.endpoint, spec.model, ctx.config.deployment);
+  checkCapabilities(runner.entry, runner.support, spec.port, spec.chat);
   checkInputLimits(runner.entry, spec.input);
   return runner;
 }

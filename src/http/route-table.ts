@@ -1,24 +1,21 @@
-import type { FastifySchema } from "fastify";
-
 export interface RouteRecord {
   method: string;
   url: string;
-  schema?: FastifySchema;
   pattern: RegExp;
 }
 
-/** Every route the app declares: used to answer 405 on a known path and to build the OpenAPI document. */
+/** Every route the app declares, so an unknown method on a known path answers 405 with `Allow` (not-found.ts). */
 export class RouteTable {
   readonly routes: RouteRecord[] = [];
 
-  add(method: string | string[], url: string, schema?: FastifySchema): void {
+  add(method: string | string[], url: string): void {
     const source = url
       .split("/")
       .map((part) => (part === "*" ? ".*" : part.startsWith(":") ? "[^/]+" : part.replace(/[.+?^${}()|[\]\\]/g, "\\$&")))
       .join("/");
     for (const m of Array.isArray(method) ? method : [method]) {
       if (m === "HEAD") continue;
-      this.routes.push({ method: m, url, schema, pattern: new RegExp(`^${source}$`) });
+      this.routes.push({ method: m, url, pattern: new RegExp(`^${source}$`) });
     }
   }
 

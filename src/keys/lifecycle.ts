@@ -4,11 +4,12 @@ import type { Account } from "../store/accounts.repo.ts";
 import type { ApiKeyRecord } from "../store/keys.repo.ts";
 import type { AuditActor, AuditEntry } from "../store/audit.repo.ts";
 import type { Store, StoreTransaction } from "../store/store.ts";
-import { isStoreUnreachable } from "../store/store-health.ts";
+import { AppError } from "../errors/app-error.ts";
+import { isStoreBusy, isStoreUnreachable } from "../store/store-health.ts";
 import type { RevocationBus } from "./revocation-bus.ts";
-import { parseCidr } from "./ip-allowlist.ts";
+import { parseCidr } from "../config/cidr.ts";
 import { displayPrefix, generateKey, newId } from "./key-format.ts";
-import { hashKey } from "./key-secret.ts";
+import { hashKey } from "../store/key-secret.ts";
 
 /**
  * Account and key operations shared by the CLI, the admin API and test helpers. Input problems throw
@@ -23,6 +24,19 @@ export class LifecycleError extends Error {
     super(message);
     this.name = "LifecycleError";
   }
+}
+
+/**
+ * What an HTTP caller (the admin API) is told of a failed lifecycle operation: the database away or busy is 503
+ * overloaded (retry), an unknown account or key is 404 model_not_found (the spec's one 404 code), any other
+ * LifecycleError 400 invalid_parameter; anything else goes on as it is, to the error handler.
+ */
+export function lifecycleToAppError(err: unknown): unknown {
+  if (isStoreUnreachable(err)) return new AppError("overloaded", { message: "The database is unreachable; retry shortly.", retryAfterMs: 2000 });
+  if (isStoreBusy(err)) return new AppError("overloaded", { message: "The database is busy; retry shortly.", retryAfterMs: 1000 });
+  if (!(err instanceof LifecycleError)) return err;
+  if (err.code === "not_found") return new AppError("model_not_found", { param: err.param, message: err.message });
+  return new AppError("invalid_parameter", { param: err.param, message: err.message });
 }
 
 /** What the CLI and admin API show of an account: the stored record, which holds nothing secret. */

@@ -17,6 +17,7 @@ export interface MetricsSource {
 
 const loadStates = ["missing", "unloaded", "loading", "ready", "failed"] as const;
 const upstreamStates = ["healthy", "ejected", "probing"] as const;
+const affinityPlacements = ["owner", "spill", "retry"] as const;
 
 /**
  * Every Prometheus metric the node exports, in its own registry (prom-client's default metrics included). Label
@@ -84,6 +85,18 @@ export class Metrics {
         for (const s of runners()) for (const u of s.upstreams ?? []) this.inc({ model: s.id, upstream: u.url }, u.failuresTotal);
       },
     });
+    new Counter({
+      name: "modelgate_upstream_affinity_placements_total",
+      help: "prefix-affinity pools: attempts placed on an upstream as their conversation's ring owner, spilled past a busier owner, or retried",
+      labelNames: ["model", "upstream", "placement"],
+      registers,
+      collect() {
+        this.reset();
+        for (const s of runners()) {
+          for (const u of s.upstreams ?? []) for (const placement of affinityPlacements) if (u.affinity) this.inc({ model: s.id, upstream: u.url, placement }, u.affinity[placement]);
+        }
+      },
+    });
 
     for (const [name, help, field] of [
       ["modelgate_prompt_tokens_evaluated_total", "Prompt tokens of chats on engines with a KV cache per sequence", "promptTokens"],
@@ -120,6 +133,14 @@ export class Metrics {
     );
     gauge("modelgate_upstream_in_flight", "Requests in flight to an upstream", ["model", "upstream"], (g, all) =>
       all.forEach((s) => s.upstreams?.forEach((u) => g.set({ model: s.id, upstream: u.url }, u.inFlight))),
+    );
+    gauge("modelgate_upstream_affinity_hit_ratio", "prefix-affinity pools: first attempts placed on their ring owner / all first attempts, since load", ["model"], (g, all) =>
+      all.forEach((s) => {
+        const placed = s.upstreams?.flatMap((u) => (u.affinity ? [u.affinity] : [])) ?? [];
+        const owner = placed.reduce((n, p) => n + p.owner, 0);
+        const first = owner + placed.reduce((n, p) => n + p.spill, 0);
+        if (first > 0) g.set({ model: s.id }, owner / first);
+      }),
     );
     gauge("modelgate_upstream_state", "1 for the upstream's state, 0 for the others", ["model", "upstream", "state"], (g, all) =>
       all.forEach((s) => s.upstreams?.forEach((u) => upstreamStates.forEach((state) => g.set({ model: s.id, upstream: u.url, state }, u.state === state ? 1 : 0)))),

@@ -3,7 +3,13 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { AppError } from "../errors/app-error.ts";
 import { bodyTimedOut, discardRest, watchBodyTime } from "../http/request-body.ts";
 import { continueBody } from "./request-body-guard.ts";
-import "../http/fastify-types.ts";
+
+declare module "fastify" {
+  interface FastifyContextConfig {
+    /** The body is a multipart upload: limited by maxUploadBytes instead of maxBodyBytes. */
+    upload?: boolean;
+  }
+}
 
 function tooLarge(limit: number, upload: boolean): AppError {
   const what = upload ? "upload" : "request body";

@@ -1,6 +1,13 @@
 import fp from "fastify-plugin";
 import { AppError } from "../errors/app-error.ts";
-import { IpAllowlist, normalizeIp } from "../keys/ip-allowlist.ts";
+import { IpAllowlist, normalizeIp } from "../auth/ip-allowlist.ts";
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The client's address: the socket peer, or X-Forwarded-For when the peer is a trusted proxy. */
+    clientIp: string;
+  }
+}
 
 /**
  * Works out the client's address. Only peers inside `trustProxy` may set X-Forwarded-For/-Proto; a trusted proxy

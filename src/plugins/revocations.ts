@@ -2,7 +2,7 @@ import fp from "fastify-plugin";
 import { writePendingRevocations } from "../keys/lifecycle.ts";
 import { RedisRevocationBus, type RevocationBus } from "../keys/revocation-bus.ts";
 import type { Store } from "../store/store.ts";
-import "./auth.ts";
+import "../auth/api-key.plugin.ts";
 
 declare module "fastify" {
   interface FastifyInstance {

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from "fastify";
-import { locateModelFiles, missingFilesMessage } from "../catalog/model-files.ts";
+import { locateModelFiles, missingFilesMessage } from "../config/model-files.ts";
 import type { ModelEntry } from "../config/app-config.ts";
 import type { Engine, EngineSupport, PromptCacheStats, UpstreamStats } from "../engines/engine.ts";
 import { DeadlineExceeded } from "../errors/aborts.ts";
@@ -129,11 +129,6 @@ export class ModelRunner {
     return this.engine?.takeUpstreamLatencies?.() ?? new Map();
   }
 
-  /** The loaded engine, for diagnostics; services go through `execute`. */
-  loadedEngine(): Engine | null {
-    return this.#state === "ready" ? this.engine : null;
-  }
-
   /** Loads the engine; resolves when ready or failed (never rejects). */
   load(): Promise<void> {
     if (this.#state === "ready") return Promise.resolve();
@@ -222,7 +217,7 @@ export class ModelRunner {
    * The admit step: takes up to `wanted` free slots (at least one), or waits in the fair queue for one. Throws
    * 503 overloaded when the queue is full, and the signal's reason when it aborts while waiting.
    */
-  admit(queueKey: string, signal: AbortSignal, wanted = 1, onQueued?: () => void): Promise<Lease> {
+  private admit(queueKey: string, signal: AbortSignal, wanted = 1, onQueued?: () => void): Promise<Lease> {
     const engine = this.servable();
     signal.throwIfAborted();
     const want = Math.max(1, Math.min(wanted, this.entry.parallel));

@@ -1,8 +1,9 @@
 import cookie from "@fastify/cookie";
 import type { FastifyInstance } from "fastify";
+import { adminCallers, documentCallers } from "../auth/openapi-security.ts";
 import { adminRoutes } from "../features/index.ts";
 import { notFound } from "../http/not-found.ts";
-import { authenticateAdmin } from "../plugins/admin-auth.ts";
+import { authenticateAdmin } from "../auth/admin-auth.plugin.ts";
 import { limitBody } from "../plugins/body-limit.ts";
 
 /**
@@ -12,6 +13,7 @@ import { limitBody } from "../plugins/body-limit.ts";
 export default async function adminScope(app: FastifyInstance): Promise<void> {
   await app.register(cookie);
   app.addHook("onRequest", authenticateAdmin);
+  documentCallers(app, adminCallers);
   app.addHook("preParsing", limitBody);
   app.setNotFoundHandler(notFound);
   for (const routes of adminRoutes) await app.register(routes);

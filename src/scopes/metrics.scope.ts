@@ -1,7 +1,8 @@
 import { Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
+import { documentCallers, metricsCallers } from "../auth/openapi-security.ts";
 import { errorResponses } from "../errors/error.schema.ts";
-import { authenticateMetrics } from "../plugins/admin-auth.ts";
+import { authenticateMetrics } from "../auth/admin-auth.plugin.ts";
 
 /**
  * GET /metrics, the Prometheus text format, on the one HTTPS listener (§1: there is no plain-HTTP port). It takes
@@ -9,6 +10,7 @@ import { authenticateMetrics } from "../plugins/admin-auth.ts";
  */
 export default async function metricsScope(app: FastifyInstance): Promise<void> {
   app.addHook("onRequest", authenticateMetrics);
+  documentCallers(app, metricsCallers);
   app.get(
     "/metrics",
     {

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from "fastify";
+import { apiKeyCallers, documentCallers } from "../auth/openapi-security.ts";
 import { v1Routes } from "../features/index.ts";
 import { notFound } from "../http/not-found.ts";
 import { limitBody } from "../plugins/body-limit.ts";
@@ -14,6 +15,7 @@ export function addV1Checks(app: FastifyInstance): void {
 /** /v1 (registered with that prefix): every route and every unknown path under it goes through the /v1 checks. */
 export default async function v1Scope(app: FastifyInstance): Promise<void> {
   addV1Checks(app);
+  documentCallers(app, apiKeyCallers);
   app.setNotFoundHandler(notFound);
   for (const routes of v1Routes) await app.register(routes);
 }

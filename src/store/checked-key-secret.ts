@@ -1,6 +1,6 @@
 import type { Kysely } from "kysely";
 import type { AppConfig } from "../config/app-config.ts";
-import { createKeySecretFile, keySecretCheck, keySecretFile, matchesKeySecretCheck, readKeySecret } from "../keys/key-secret.ts";
+import { createKeySecretFile, keySecretCheck, keySecretFile, matchesKeySecretCheck, readKeySecret } from "./key-secret.ts";
 import type { Database } from "./schema.ts";
 import { StoreMetaRepo } from "./store-meta.repo.ts";
 import { StoreStartError } from "./store-start-error.ts";
@@ -38,7 +38,7 @@ export async function loadCheckedKeySecret(config: AppConfig, db: Kysely<Databas
     throw new StoreStartError(
       `the key secret from ${source} is not the one this database's API keys are hashed with. Restore the original secret ` +
         "(set keySecret / MODELGATE_KEY_SECRET, or put the original <dataDir>/secret back). Keys hashed under another secret cannot be verified: " +
-        "if the original is lost for good, every key has to be issued again (README: Security).",
+        "if the original is lost for good, every key has to be issued again (docs/security.md: API keys).",
     );
   }
   return secret;

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { FastifyBaseLogger } from "fastify";
-import type { UsageEvent, UsageSink } from "../app-context.ts";
+import type { UsageEvent, UsageSink } from "./usage-sink.ts";
 import type { Store } from "./store.ts";
 import { isStoreUnreachable } from "./store-health.ts";
 import type { UsageDelta } from "./usage.repo.ts";

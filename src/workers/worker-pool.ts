@@ -1,6 +1,7 @@
 import { Worker, type ResourceLimits } from "node:worker_threads";
 import { AppError } from "../errors/app-error.ts";
 import { errorCatalog, type ErrorCode } from "../errors/catalog.ts";
+import { AsyncQueue } from "./async-queue.ts";
 import type { FromWorker, SerializedError, ToWorker, WorkerData } from "./worker-protocol.ts";
 
 /**
@@ -89,9 +90,8 @@ export function reviveError(error: SerializedError): Error {
 }
 
 /**
- * Node flags passed on to workers. Workers load .ts through worker-bootstrap.mjs, which registers tsx itself
- * (on Node 20, `--import tsx` in a worker's execArgv does not install the hooks), so tsx flags are dropped to
- * avoid registering it twice. Only loader-ish flags pass: workers refuse process-wide ones, and test-runner
+ * Node flags passed on to workers. Workers load .ts through worker-bootstrap.mjs, which registers tsx itself,
+ * so tsx flags are dropped to avoid registering it twice. Only loader-ish flags pass: workers refuse process-wide ones, and test-runner
  * flags must not reach them.
  */
 export function workerExecArgv(parent: readonly string[] = process.execArgv): string[] {
@@ -201,49 +201,28 @@ export class WorkerPool {
 
   /** Runs a task that emits pieces (TaskContext.emit) and yields them as they come; the return value is dropped. */
   async *stream<E>(method: string, args: unknown, opts: { signal?: AbortSignal; transfer?: Transferable[] } = {}): AsyncGenerator<E> {
-    const queue: E[] = [];
-    let wake: (() => void) | null = null;
+    const events = new AsyncQueue<E>();
     let finished = false;
-    let failure: unknown = null;
     const inner = new AbortController();
     const onOuterAbort = () => inner.abort(opts.signal!.reason);
     if (opts.signal?.aborted) inner.abort(opts.signal.reason);
     opts.signal?.addEventListener("abort", onOuterAbort, { once: true });
-    const done = this.call<unknown>(method, args, {
-      signal: inner.signal,
-      transfer: opts.transfer,
-      onEvent: (value) => {
-        queue.push(value as E);
-        wake?.();
-      },
-    }).then(
+    void this.call<unknown>(method, args, { signal: inner.signal, transfer: opts.transfer, onEvent: (value) => events.push(value as E) }).then(
       () => {
         finished = true;
-        wake?.();
+        events.end();
       },
       (err) => {
-        failure = err ?? new Error("worker call failed");
         finished = true;
-        wake?.();
+        events.end(err ?? new Error("worker call failed"));
       },
     );
     try {
-      while (true) {
-        if (queue.length > 0) {
-          yield queue.shift()!;
-          continue;
-        }
-        if (finished) break;
-        await new Promise<void>((resolve) => (wake = resolve));
-        wake = null;
-      }
-      await done;
-      if (failure) throw failure;
+      yield* events;
     } finally {
       opts.signal?.removeEventListener("abort", onOuterAbort);
       // The consumer stopped early (break/return/throw): stop the worker-side task too.
       if (!finished) inner.abort(new Error("stream consumer stopped"));
-      void done;
     }
   }
 

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { TlsFetch } from "./server.ts";
+import type { TlsFetch } from "../../harness/server.ts";
 
 export const sessionCookie = "__Host-modelgate_console";
 

@@ -2,7 +2,7 @@ import type { ModelEntry } from "../../src/config/app-config.ts";
 import type { ModelConfigInput } from "../../src/config/config.schema.ts";
 import { resolveModel } from "../../src/config/load-config.ts";
 import { builtInEngines } from "../../src/engines/registry.ts";
-import { repoRoot } from "./server.ts";
+import { repoRoot } from "../../harness/server.ts";
 
 /** A catalog entry with the config loader's own defaults, for tests that drive an engine or runner directly. */
 export function modelEntry(model: ModelConfigInput, overrides: Partial<ModelEntry> = {}): ModelEntry {

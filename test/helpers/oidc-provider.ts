@@ -6,7 +6,7 @@ import Provider from "oidc-provider";
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { generate } from "selfsigned";
-import { tempDir } from "./server.ts";
+import { tempDir } from "../../harness/server.ts";
 
 /** Who the next sign-in at the provider is: the user picks nothing, the test does (its interaction is automatic). */
 export interface ProviderUser {

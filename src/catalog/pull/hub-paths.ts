@@ -1,5 +1,5 @@
 import path from "node:path";
-import { PlanError } from "./plan-files.ts";
+import { PlanError } from "./plan-error.ts";
 
 /**
  * Why a file name from the hub (or a ref) cannot be written as given, or null when it can: it must be a relative

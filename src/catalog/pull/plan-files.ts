@@ -1,6 +1,7 @@
 import path from "node:path";
 import { quantPattern, type HubRef } from "../../config/hub-ref.ts";
 import type { HubSibling } from "./hub-client.ts";
+import { PlanError } from "./plan-error.ts";
 
 /** transformers.js' file suffix per dtype (DEFAULT_DTYPE_SUFFIX_MAPPING in @huggingface/transformers utils/dtypes.js). */
 export const dtypeSuffixes: Record<string, string> = {
@@ -17,13 +18,6 @@ export const dtypeSuffixes: Record<string, string> = {
   q1f16: "_q1f16",
   bnb4: "_bnb4",
 };
-
-export class PlanError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "PlanError";
-  }
-}
 
 /** Config, tokenizer and processor files transformers.js reads next to the ONNX weights. */
 const configExtensions = [".json", ".txt", ".jinja", ".model", ".tiktoken"];

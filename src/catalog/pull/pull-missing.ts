@@ -3,7 +3,7 @@ import type { AppConfig, ModelEntry } from "../../config/app-config.ts";
 import { localPathForHubRef, parseHubRef } from "../../config/hub-ref.ts";
 import { HubClient, hubOptionsFromEnv } from "./hub-client.ts";
 import { progressReporter, type ProgressOutput } from "./progress.ts";
-import { locateModelFiles } from "../model-files.ts";
+import { locateModelFiles } from "../../config/model-files.ts";
 import { builtInEngines } from "../../engines/registry.ts";
 import { pullHubRef, type PullResult } from "./pull-model.ts";
 

@@ -4,22 +4,24 @@ import { AppError } from "../../errors/app-error.ts";
 import type { EngineLog } from "../engine-kind.ts";
 import type {
   ChatDelta,
+  ChatPort,
   ChatRequest,
+  EmbedPort,
   EmbedRequest,
   EmbedResult,
   Engine,
   EngineSupport,
-  PreparedChat,
   PreparedEmbed,
   PreparedRerank,
+  RerankPort,
   RerankRequest,
   RerankResult,
 } from "../engine.ts";
 import type { MemberStats } from "../upstream/pool-member.ts";
-import { UpstreamEngine } from "../upstream/upstream-engine.ts";
-import type { UpstreamOptions } from "../upstream/upstream.kind.ts";
+import { UpstreamEngine, type UpstreamPreparedChat } from "../upstream/upstream-engine.ts";
+import type { UpstreamOptions } from "../upstream/upstream.support.ts";
 import { LlamaServerProcess, type LlamaServerEndpoint } from "./llama-server-process.ts";
-import { llamaServerKind, llamaServerOptions } from "./llama-server.kind.ts";
+import { llamaServerOptions, llamaServerSupport } from "./llama-server.support.ts";
 
 /** The llama-server flags for an entry: the model, one slot per `parallel`, each with the entry's context. */
 export function llamaServerArgs(entry: ModelEntry): string[] {
@@ -37,7 +39,7 @@ export function llamaServerArgs(entry: ModelEntry): string[] {
  * aborts are the upstream engine's). Loading starts the process and waits for /health (the runner answers
  * 503 model_loading meanwhile); a crash is restarted with backoff, and requests in between get 503 model_loading.
  */
-export class ManagedLlamaServerEngine implements Engine {
+export class ManagedLlamaServerEngine implements Engine, ChatPort<UpstreamPreparedChat>, EmbedPort, RerankPort {
   readonly support: EngineSupport;
   private process: LlamaServerProcess | null = null;
   private relay: UpstreamEngine | null = null;
@@ -46,14 +48,14 @@ export class ManagedLlamaServerEngine implements Engine {
     private readonly entry: ModelEntry,
     private readonly log: EngineLog,
   ) {
-    this.support = llamaServerKind.support(entry);
+    this.support = llamaServerSupport(entry);
   }
 
   get contextSize(): number | null {
     return this.relay?.contextSize ?? this.entry.contextSize;
   }
 
-  /** The process's pid and restarts (the admin view and tests read them). */
+  /** The process's pid, restarts and port (for tests and diagnostics; no API shows them). */
   get processInfo(): { pid: number | null; restarts: number; port: number } | null {
     return this.process ? { pid: this.process.pid, restarts: this.process.restarts, port: this.process.port } : null;
   }
@@ -117,11 +119,11 @@ export class ManagedLlamaServerEngine implements Engine {
     return this.relay;
   }
 
-  prepareChat(req: ChatRequest, signal?: AbortSignal): Promise<PreparedChat> {
+  prepareChat(req: ChatRequest, signal?: AbortSignal): Promise<UpstreamPreparedChat> {
     return this.running().prepareChat(req, signal);
   }
 
-  chat(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
+  chat(req: ChatRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
     return this.running().chat(req, prepared, signal);
   }
 

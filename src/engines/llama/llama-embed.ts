@@ -1,7 +1,7 @@
 import type { LlamaEmbeddingContext, Token } from "node-llama-cpp";
 import type { ModelEntry } from "../../config/app-config.ts";
-import { AppError } from "../../errors/app-error.ts";
 import type { EmbedResult } from "../engine.ts";
+import { checkInputLength } from "../input-length.ts";
 
 /** The embedding context's size (node-llama-cpp keeps it on an internal field). */
 export function embeddingContextSize(embedder: LlamaEmbeddingContext): number {
@@ -38,17 +38,12 @@ export async function embedAll(embedder: LlamaEmbeddingContext, inputs: Tokenize
  * Tokenizes every input (BOS/EOS as the embedding context adds them) and checks it, so a too-long input is a 400
  * (`input`, or `input[i]` for an array) before any work.
  */
-export function tokenizeInputs(embedder: LlamaEmbeddingContext, inputs: string[], limit: number): TokenizedInputs {
+export function tokenizeInputs(embedder: LlamaEmbeddingContext, inputs: string[], limit: number, modelId: string): TokenizedInputs {
   let promptTokens = 0;
   const tokens = inputs.map((input, i) => {
     const ids = embedder.model.tokenizer(input, false);
     const length = embedder.calculateInputLength(ids);
-    if (length > limit) {
-      throw new AppError("invalid_parameter", {
-        param: inputs.length === 1 ? "input" : `input[${i}]`,
-        message: `The input is ${length} tokens long; this model's maximum input length is ${limit} tokens.`,
-      });
-    }
+    checkInputLength(length, i, inputs.length, limit, modelId);
     promptTokens += length;
     return ids;
   });

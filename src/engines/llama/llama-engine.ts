@@ -10,21 +10,39 @@ import {
   type Token,
 } from "node-llama-cpp";
 import type { ModelEntry } from "../../config/app-config.ts";
-import { fitContextWindow } from "../context-window.ts";
+import type { EngineLog } from "../engine-kind.ts";
+import { fitCompletion } from "../context-window.ts";
 import { AppError } from "../../errors/app-error.ts";
-import type { ChatDelta, ChatRequest, EmbedRequest, EmbedResult, Engine, PreparedChat, PreparedEmbed, PromptCacheStats } from "../engine.ts";
+import type {
+  ChatDelta,
+  ChatPort,
+  ChatRequest,
+  EmbedPort,
+  EmbedRequest,
+  EmbedResult,
+  Engine,
+  PreparedChat,
+  PreparedEmbed,
+  PromptCacheStats,
+} from "../engine.ts";
 import { toChatHistory } from "./chat-history.ts";
-import { DeltaQueue } from "./delta-queue.ts";
-import { llamaChatSupport, llamaOptions } from "./llama.kind.ts";
+import { AsyncQueue } from "../../workers/async-queue.ts";
+import { llamaChatSupport, llamaOptions } from "./llama.support.ts";
 import { embedAll, embeddingContextSize, embeddingInputLimit, tokenizeInputs, type TokenizedInputs } from "./llama-embed.ts";
 import { getLlamaRuntime } from "./llama-runtime.ts";
 import { PlainTextChatWrapper } from "./plain-chat-wrapper.ts";
 import { ReasoningChatWrapper } from "./forced-call-wrapper.ts";
 import { buildGenerationPlan, type GenerationPlan } from "./generation-plan.ts";
 import { sampleWithLogprobs } from "./logprob-sampler.ts";
+import { Lockstep } from "./lockstep.ts";
 
 /** Chats after which an unused sequence's cached tokens count half as much when choosing one to overwrite. */
 const cacheHalfLife = 8;
+/**
+ * Sequences whose scores (in prompt tokens saved) differ by less than this are near-equals, chosen by their place.
+ * An extra pass costs about one token's decode at every step two generations overlap, usually far more.
+ */
+const nearEqualTokens = 16;
 
 /** Sampling defaults when neither the request nor the catalog entry sets them (OpenAI's own defaults). */
 export const defaultTemperature = 1;
@@ -41,11 +59,12 @@ interface LlamaPreparedEmbed extends PreparedEmbed {
 }
 
 /**
- * A GGUF model served by node-llama-cpp. Chat models get one context with `parallel` sequences, so concurrent
- * requests are decoded together in the same batches (continuous batching); each request holds one sequence for
- * its lifetime and disposes it at the end, on abort at once. Embedding models get an embedding context.
+ * A GGUF model served by node-llama-cpp. Chat models get one context with `parallel` sequences: each request takes
+ * a free sequence for its lifetime (the one whose cached tokens it can reuse best, takeSequence) and gives it back
+ * at the end, on abort at once, with its KV cache kept for the next request's shared prefix. Concurrent generations
+ * are decoded together, one llama.cpp pass per step (lockstep.ts). Embedding models get an embedding context.
  */
-export class LlamaEngine implements Engine {
+export class LlamaEngine implements Engine, ChatPort<LlamaPreparedChat>, EmbedPort<LlamaPreparedEmbed> {
   readonly support = llamaChatSupport;
   private readonly capabilities: ReadonlySet<string>;
   private readonly threads: number;
@@ -62,12 +81,19 @@ export class LlamaEngine implements Engine {
    * reuse a shared prompt prefix still in the sequence's KV cache.
    */
   private freeSequences: LlamaContextSequence[] = [];
+  /** Every sequence of the context, by id. */
+  private sequences: LlamaContextSequence[] = [];
+  /** Lines up the sequences' token requests so each decode carries every generating sequence's next token. */
+  private lockstep = new Lockstep();
   private readonly promptCache: PromptCacheStats = { promptTokens: 0, reusedTokens: 0 };
   /** Chats started, the clock of `lastUsed` (when each sequence was last lent). */
   private chatsStarted = 0;
   private readonly lastUsed = new Map<LlamaContextSequence, number>();
 
-  constructor(readonly entry: ModelEntry) {
+  constructor(
+    readonly entry: ModelEntry,
+    private readonly log?: EngineLog,
+  ) {
     this.capabilities = new Set(entry.capabilities);
     this.threads = llamaOptions(entry).threads;
   }
@@ -86,6 +112,9 @@ export class LlamaEngine implements Engine {
     if (!this.entry.path) throw new Error(`model ${this.entry.id} has no file path`);
     const llama = await getLlamaRuntime();
     const model = await llama.loadModel({ modelPath: this.entry.path, loadSignal: signal });
+    // Which llama.cpp build serves: the prebuilt one, or one compiled for this CPU (npm run build:llama-native),
+    // whose kernels batch f16 weights about a quarter faster (docs/llama-batching.md, "Cause").
+    this.log?.info({ llamaCppBinary: llama.buildType }, `llama.cpp: node-llama-cpp ${llama.buildType === "localBuild" ? "local build for this CPU" : "prebuilt CPU binary"}`);
     try {
       const threads = { ideal: this.threads, min: this.threads };
       const contextSize = this.entry.contextSize ?? model.trainContextSize;
@@ -97,7 +126,11 @@ export class LlamaEngine implements Engine {
           flashAttention: llamaOptions(this.entry).flashAttention,
           createSignal: signal,
         });
-        this.freeSequences = Array.from({ length: this.entry.parallel }, () => this.context!.getSequence());
+        // node-llama-cpp gives a fresh context's sequences the ids 0, 1, 2... in this order.
+        this.sequences = Array.from({ length: this.entry.parallel }, () => this.context!.getSequence());
+        this.freeSequences = [...this.sequences];
+        this.lockstep = new Lockstep();
+        this.sequences.forEach((sequence, id) => this.lockstep.attach(sequence, id));
         this.baseWrapper = model.fileInfo.metadata.tokenizer?.chat_template ? resolveChatWrapper(model) : new PlainTextChatWrapper();
         this.wrapper =
           this.capabilities.has("reasoning") && ReasoningChatWrapper.supports(this.baseWrapper)
@@ -123,6 +156,7 @@ export class LlamaEngine implements Engine {
     this.embedder = null;
     this.context = null;
     this.freeSequences = [];
+    this.sequences = [];
     this.lastUsed.clear();
     this.wrapper = null;
     this.baseWrapper = null;
@@ -134,30 +168,32 @@ export class LlamaEngine implements Engine {
    * (a conversation's next turn then evaluates only its new tokens; LlamaChat and the logprobs loop keep the
    * matching prefix), weighed against the cached tokens it would throw away, valued less the longer ago they were
    * used. One-off requests then churn the sequences holding little or stale content, and a live conversation's
-   * cache survives them. Among equals, the most recently freed.
+   * cache survives them. Among equals, the most recently freed; but a near-equal next to a busy sequence goes first
+   * (llama.cpp decodes a batch in one pass per run of consecutive sequence ids, so a gap between busy ids costs
+   * another pass over the weights at every step).
    */
   private takeSequence(prompt: Token[]): LlamaContextSequence {
     const now = ++this.chatsStarted;
-    let best = -1;
-    let bestScore = -Infinity;
-    let bestShared = 0;
-    for (let i = this.freeSequences.length - 1; i >= 0; i--) {
-      const sequence = this.freeSequences[i]!;
+    const free = new Set(this.freeSequences);
+    const busy = (id: number) => id >= 0 && id < this.sequences.length && !free.has(this.sequences[id]!);
+    const scored = this.freeSequences.map((sequence, index) => {
       const shared = sequence.compareContextTokens(prompt).firstDifferentIndex;
       // A cached token lost counts a quarter of one saved, halved for every cacheHalfLife chats since its last use.
       const age = now - (this.lastUsed.get(sequence) ?? 0);
       const score = shared - ((sequence.contextTokens.length - shared) / 4) * 0.5 ** (age / cacheHalfLife);
-      if (score > bestScore) {
-        best = i;
-        bestScore = score;
-        bestShared = shared;
-      }
-    }
-    if (best < 0) throw new Error(`model ${this.entry.id}: no free sequence (the scheduler admits at most parallel=${this.entry.parallel})`);
+      const id = this.sequences.indexOf(sequence);
+      return { index, shared, score, neighbours: Number(busy(id - 1)) + Number(busy(id + 1)) };
+    });
+    if (scored.length === 0) throw new Error(`model ${this.entry.id}: no free sequence (the scheduler admits at most parallel=${this.entry.parallel})`);
+    type Candidate = (typeof scored)[number];
+    const better = (a: Candidate, b: Candidate) => (b.score > a.score || (b.score === a.score && b.index > a.index) ? b : a);
+    let best = scored.reduce(better);
+    const placed = scored.filter((c) => c.neighbours > best.neighbours && c.score >= best.score - nearEqualTokens);
+    if (placed.length > 0) best = placed.reduce((a, b) => (b.neighbours > a.neighbours ? b : b.neighbours < a.neighbours ? a : better(a, b)));
     this.promptCache.promptTokens += prompt.length;
     // At least the last prompt token is evaluated again: generation needs its logits.
-    this.promptCache.reusedTokens += Math.min(bestShared, prompt.length - 1);
-    const chosen = this.freeSequences.splice(best, 1)[0]!;
+    this.promptCache.reusedTokens += Math.min(best.shared, prompt.length - 1);
+    const chosen = this.freeSequences.splice(best.index, 1)[0]!;
     this.lastUsed.set(chosen, now);
     return chosen;
   }
@@ -169,6 +205,11 @@ export class LlamaEngine implements Engine {
   /** Free sequences in the chat context (for tests and stats). */
   get sequencesLeft(): number {
     return this.freeSequences.length;
+  }
+
+  /** How generation steps were batched: steps released and tokens requested in them (for tests and the probe). */
+  get lockstepStats(): { generations: number; steps: number; tokens: number } {
+    return this.lockstep.stats;
   }
 
   private ready(): { model: LlamaModel; context: LlamaContext; wrapper: ChatWrapper; baseWrapper: ChatWrapper } {
@@ -189,20 +230,20 @@ export class LlamaEngine implements Engine {
     });
     const tokens = contextText.tokenize(model.tokenizer);
     const promptTokens = tokens.length;
-    return { promptTokens, maxTokens: fitContextWindow(context.contextSize, promptTokens, req.maxTokens), plan, tokens };
+    return { promptTokens, maxTokens: fitCompletion(context.contextSize, promptTokens, req).budget, plan, tokens };
   }
 
-  async *chat(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
+  async *chat(req: ChatRequest, prepared: LlamaPreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
     const { wrapper } = this.ready();
-    const { plan } = prepared as LlamaPreparedChat;
+    const { plan } = prepared;
     signal.throwIfAborted();
-    const sequence = this.takeSequence((prepared as LlamaPreparedChat).tokens);
+    const sequence = this.takeSequence(prepared.tokens);
     if (req.topLogprobs !== null) {
       try {
         yield* sampleWithLogprobs({
           model: this.model!,
           sequence,
-          promptTokens: (prepared as LlamaPreparedChat).tokens,
+          promptTokens: prepared.tokens,
           maxTokens: prepared.maxTokens,
           temperature: req.temperature ?? this.entry.defaults.temperature ?? defaultTemperature,
           topP: req.topP ?? this.entry.defaults.topP ?? defaultTopP,
@@ -221,7 +262,7 @@ export class LlamaEngine implements Engine {
     signal.addEventListener("abort", onAbort, { once: true });
     const startTokens = sequence.tokenMeter.usedOutputTokens;
     const chat = new LlamaChat({ contextSequence: sequence, chatWrapper: plan.wrapper ?? wrapper });
-    const queue = new DeltaQueue<ChatDelta>();
+    const queue = new AsyncQueue<ChatDelta>();
     const temperature = req.temperature ?? this.entry.defaults.temperature ?? defaultTemperature;
     let callIndex = -1;
     let pendingSpace = "";
@@ -298,13 +339,13 @@ export class LlamaEngine implements Engine {
   /** Tokenizes and checks every input before capacity is taken (400 invalid_parameter naming `input[i]`). */
   prepareEmbed(req: EmbedRequest): LlamaPreparedEmbed {
     if (!this.embedder) throw new Error(`model ${this.entry.id} is not loaded for embeddings`);
-    const inputs = tokenizeInputs(this.embedder, req.inputs, embeddingInputLimit(this.embedder, this.entry));
+    const inputs = tokenizeInputs(this.embedder, req.inputs, embeddingInputLimit(this.embedder, this.entry), this.entry.id);
     return { inputs, promptTokens: inputs.promptTokens };
   }
 
-  async embed(_req: EmbedRequest, prepared: PreparedEmbed, signal: AbortSignal): Promise<EmbedResult> {
+  async embed(_req: EmbedRequest, prepared: LlamaPreparedEmbed, signal: AbortSignal): Promise<EmbedResult> {
     if (!this.embedder) throw new Error(`model ${this.entry.id} is not loaded for embeddings`);
-    return embedAll(this.embedder, (prepared as LlamaPreparedEmbed).inputs, signal);
+    return embedAll(this.embedder, prepared.inputs, signal);
   }
 }
 

@@ -1,9 +1,9 @@
 import type { LlamaModel, LlamaRankingContext } from "node-llama-cpp";
 import type { ModelEntry } from "../../config/app-config.ts";
-import type { Engine, PreparedRerank, RerankRequest, RerankResult } from "../engine.ts";
-import { AppError } from "../../errors/app-error.ts";
+import type { Engine, PreparedRerank, RerankPort, RerankRequest, RerankResult } from "../engine.ts";
+import { checkQueryLength, checkPairLength } from "../input-length.ts";
 import { getLlamaRuntime } from "./llama-runtime.ts";
-import { llamaOptions, llamaRerankSupport } from "./llama.kind.ts";
+import { llamaOptions, llamaRerankSupport } from "./llama.support.ts";
 
 /**
  * How many documents go to one `rankAll` call. rankAll evaluates a request's documents back to back on one
@@ -15,7 +15,7 @@ const SLICE = 32;
  * Cross-encoder reranking on a GGUF model (BERT-style rerankers, Qwen3 rerankers with a template) through
  * node-llama-cpp's ranking context. Scores are the library's: sigmoid of the classification logit.
  */
-export class LlamaRerankEngine implements Engine {
+export class LlamaRerankEngine implements Engine, RerankPort {
   readonly support = llamaRerankSupport;
   private model: LlamaModel | null = null;
   private context: LlamaRankingContext | null = null;
@@ -69,22 +69,11 @@ export class LlamaRerankEngine implements Engine {
   prepareRerank(req: RerankRequest): PreparedRerank {
     const context = this.requireContext();
     const limit = this.maxInputTokens!;
-    const queryAlone = context.calculateInputLength(req.query, "");
-    if (queryAlone > limit) {
-      throw new AppError("invalid_parameter", {
-        param: "query",
-        message: `The query is ${queryAlone} tokens long; the model '${this.entry.id}' takes at most ${limit} tokens per query/document pair.`,
-      });
-    }
+    checkQueryLength(context.calculateInputLength(req.query, ""), limit, this.entry.id);
     let promptTokens = 0;
     for (let i = 0; i < req.documents.length; i++) {
       const length = context.calculateInputLength(req.query, req.documents[i]);
-      if (length > limit) {
-        throw new AppError("invalid_parameter", {
-          param: `documents[${i}]`,
-          message: `Query plus documents[${i}] is ${length} tokens; the model '${this.entry.id}' takes at most ${limit} tokens per query/document pair.`,
-        });
-      }
+      checkPairLength(length, i, limit, this.entry.id);
       promptTokens += length;
     }
     return { promptTokens };

@@ -1,38 +1,5 @@
-import { Type, type Static } from "@sinclair/typebox";
-import type { ModelEntry } from "../../config/app-config.ts";
 import type { EngineKind } from "../engine-kind.ts";
-import type { EngineSupport } from "../engine.ts";
-
-export const LlamaOptions = Type.Object(
-  {
-    /** CPU threads for evaluation; set explicitly (on small models, fewer threads are often faster). */
-    threads: Type.Optional(Type.Integer({ minimum: 1, maximum: 256, default: 1 })),
-    /** llama.cpp flash attention: `auto` (llama.cpp decides), on or off. */
-    flashAttention: Type.Optional(Type.Union([Type.Literal("auto"), Type.Boolean()], { default: "auto" })),
-  },
-  { additionalProperties: false },
-);
-export type LlamaOptions = Required<Static<typeof LlamaOptions>>;
-
-export const llamaOptions = (entry: ModelEntry): LlamaOptions => entry.options as LlamaOptions;
-
-/** GGUF chat and embeddings on node-llama-cpp: grammar-constrained tools and JSON, our own logprobs loop, <think> reasoning. */
-export const llamaChatSupport: EngineSupport = {
-  endpoints: ["chat", "embeddings"],
-  features: ["tools", "json", "logprobs", "reasoning"],
-  refuses: [
-    {
-      features: ["tools", "json"],
-      param: "response_format",
-      message: "A JSON response_format cannot be combined with tools on this model; set tool_choice to none or drop response_format.",
-    },
-    { features: ["tools", "logprobs"], param: "logprobs", message: "logprobs cannot be combined with tools on this model." },
-    { features: ["json", "logprobs"], param: "logprobs", message: "logprobs cannot be combined with a JSON response_format on this model." },
-  ],
-};
-
-/** GGUF cross-encoders through node-llama-cpp's ranking context. */
-export const llamaRerankSupport: EngineSupport = { endpoints: ["rerank"], features: [], refuses: [] };
+import { LlamaOptions, llamaChatSupport, llamaRerankSupport } from "./llama.support.ts";
 
 export const llamaKind: EngineKind = {
   name: "llama",
@@ -40,12 +7,12 @@ export const llamaKind: EngineKind = {
   localFiles: true,
   defaultParallel: () => 4,
   support: (entry) => (entry.capabilities.includes("rerank") ? llamaRerankSupport : llamaChatSupport),
-  async create(entry) {
+  async create(entry, log) {
     if (entry.capabilities.includes("rerank")) {
       const { LlamaRerankEngine } = await import("./llama-rerank-engine.ts");
       return new LlamaRerankEngine(entry);
     }
     const { LlamaEngine } = await import("./llama-engine.ts");
-    return new LlamaEngine(entry);
+    return new LlamaEngine(entry, log);
   },
 };

@@ -2,9 +2,20 @@ import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import type { PreTrainedTokenizer } from "@huggingface/transformers";
 import type { ModelEntry } from "../../config/app-config.ts";
-import { AppError } from "../../errors/app-error.ts";
-import type { EmbedRequest, EmbedResult, Engine, EngineSupport, PreparedEmbed, PreparedRerank, RerankRequest, RerankResult } from "../engine.ts";
-import { encoderEmbedSupport, encoderRerankSupport, onnxOptions } from "./onnx.kind.ts";
+import type {
+  EmbedPort,
+  EmbedRequest,
+  EmbedResult,
+  Engine,
+  EngineSupport,
+  PreparedEmbed,
+  PreparedRerank,
+  RerankPort,
+  RerankRequest,
+  RerankResult,
+} from "../engine.ts";
+import { checkInputLength, checkQueryLength, checkPairLength } from "../input-length.ts";
+import { encoderEmbedSupport, encoderRerankSupport, onnxOptions } from "./onnx.support.ts";
 import { loadTransformers } from "./transformers-runtime.ts";
 import type { EncoderInit, TokenBatch } from "./tasks/encoder.task.ts";
 import type { WorkerPool } from "../../workers/worker-pool.ts";
@@ -46,7 +57,7 @@ export function readPooling(modelDir: string): "mean" | "cls" {
  * which is cheap and lets the length checks answer 400 before capacity is taken; the forward passes run in a
  * worker pool (one worker per `parallel` slot) so they never block the event loop.
  */
-export class OnnxEncoderEngine implements Engine {
+export class OnnxEncoderEngine implements Engine, EmbedPort<PreparedBatches>, RerankPort<PreparedBatches> {
   readonly support: EngineSupport;
   private readonly kind: "embeddings" | "rerank";
   private tokenizer: PreTrainedTokenizer | null = null;
@@ -109,13 +120,7 @@ export class OnnxEncoderEngine implements Engine {
       const encoded = tokenizer(texts, { padding: false, truncation: false, return_tensor: false }) as unknown as Encoded[] | BatchEncoded;
       const rows = unbatch(encoded, texts.length);
       rows.forEach((row, j) => {
-        const i = start + j;
-        if (row.input_ids.length > limit) {
-          throw new AppError("invalid_parameter", {
-            param: req.inputs.length === 1 ? "input" : `input[${i}]`,
-            message: `${req.inputs.length === 1 ? "The input" : `input[${i}]`} is ${row.input_ids.length} tokens long; the model '${this.entry.id}' takes at most ${limit} tokens per input.`,
-          });
-        }
+        checkInputLength(row.input_ids.length, start + j, req.inputs.length, limit, this.entry.id);
         promptTokens += row.input_ids.length;
       });
       batches.push(pad(rows, tokenizer));
@@ -123,9 +128,9 @@ export class OnnxEncoderEngine implements Engine {
     return { batches, promptTokens };
   }
 
-  async embed(req: EmbedRequest, prepared: PreparedEmbed, signal: AbortSignal): Promise<EmbedResult> {
+  async embed(req: EmbedRequest, prepared: PreparedBatches, signal: AbortSignal): Promise<EmbedResult> {
     const pool = this.requirePool();
-    const { batches, promptTokens } = prepared as PreparedBatches;
+    const { batches, promptTokens } = prepared;
     const { dim, data } = await pool.call<{ dim: number; data: Float32Array }>("embed", { batches }, { signal, transfer: transferables(batches) });
     const vectors: Float32Array[] = [];
     for (let i = 0; i < req.inputs.length; i++) vectors.push(data.subarray(i * dim, (i + 1) * dim));
@@ -140,12 +145,7 @@ export class OnnxEncoderEngine implements Engine {
     const tokenizer = this.requireTokenizer();
     const limit = this.maxTokens!;
     const queryAlone = (tokenizer([req.query], { text_pair: [""], return_tensor: false }) as unknown as BatchEncoded).input_ids[0].length;
-    if (queryAlone > limit) {
-      throw new AppError("invalid_parameter", {
-        param: "query",
-        message: `The query is ${queryAlone} tokens long; the model '${this.entry.id}' takes at most ${limit} tokens per query/document pair.`,
-      });
-    }
+    checkQueryLength(queryAlone, limit, this.entry.id);
     const batches: TokenBatch[] = [];
     let promptTokens = 0;
     for (let start = 0; start < req.documents.length; start += BATCH) {
@@ -158,13 +158,7 @@ export class OnnxEncoderEngine implements Engine {
       }) as unknown as BatchEncoded;
       const rows = unbatch(encoded, docs.length);
       rows.forEach((row, j) => {
-        if (row.input_ids.length > limit) {
-          const i = start + j;
-          throw new AppError("invalid_parameter", {
-            param: `documents[${i}]`,
-            message: `Query plus documents[${i}] is ${row.input_ids.length} tokens; the model '${this.entry.id}' takes at most ${limit} tokens per query/document pair.`,
-          });
-        }
+        checkPairLength(row.input_ids.length, start + j, limit, this.entry.id);
         promptTokens += row.input_ids.length;
       });
       batches.push(pad(rows, tokenizer));
@@ -172,10 +166,10 @@ export class OnnxEncoderEngine implements Engine {
     return { batches, promptTokens };
   }
 
-  async rerank(req: RerankRequest, prepared: PreparedRerank, signal: AbortSignal): Promise<RerankResult> {
+  async rerank(req: RerankRequest, prepared: PreparedBatches, signal: AbortSignal): Promise<RerankResult> {
     const pool = this.requirePool();
     if (req.documents.length === 0) return { scores: [], promptTokens: 0 };
-    const { batches, promptTokens } = prepared as PreparedBatches;
+    const { batches, promptTokens } = prepared;
     const scores = await pool.call<number[]>("score", { batches }, { signal, transfer: transferables(batches) });
     return { scores, promptTokens };
   }

@@ -1,10 +1,10 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import type { ModelEntry } from "../../config/app-config.ts";
-import { fitContextWindow } from "../context-window.ts";
+import { fitCompletion } from "../context-window.ts";
 import { AppError } from "../../errors/app-error.ts";
-import type { ChatDelta, ChatRequest, Engine, PreparedChat } from "../engine.ts";
-import { onnxOptions, vlmSupport } from "./onnx.kind.ts";
+import type { ChatDelta, ChatPort, ChatRequest, Engine, PreparedChat } from "../engine.ts";
+import { onnxOptions, vlmSupport } from "./onnx.support.ts";
 import type { GenerateArgs, VlmEvent, VlmInit, VlmLayout } from "./tasks/vlm.task.ts";
 import type { WorkerPool } from "../../workers/worker-pool.ts";
 import { onnxPool } from "./onnx-pool.ts";
@@ -32,7 +32,7 @@ export function vlmLayout(modelType: string): VlmLayout {
  * grammar), call tools or return logprobs (`vlmSupport`). Its prepare processes the images, so the scheduler
  * bounds it (`expensivePrepare`).
  */
-export class OnnxVlmEngine implements Engine {
+export class OnnxVlmEngine implements Engine, ChatPort {
   readonly support = vlmSupport;
   private pool: WorkerPool | null = null;
   private window: number | null = null;
@@ -73,7 +73,7 @@ export class OnnxVlmEngine implements Engine {
     const window = this.window!;
     const { promptTokens, images } = await pool.call<{ promptTokens: number; images: number }>("prepare", { messages: req.messages });
     const note = images > 0 ? `including ${images} image${images === 1 ? "" : "s"}` : "";
-    return { promptTokens, maxTokens: fitContextWindow(window, promptTokens, req.maxTokens, note) };
+    return { promptTokens, maxTokens: fitCompletion(window, promptTokens, req, note).budget };
   }
 
   async *chat(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {

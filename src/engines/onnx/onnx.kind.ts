@@ -1,25 +1,6 @@
-import { Type, type Static } from "@sinclair/typebox";
 import type { ModelEntry } from "../../config/app-config.ts";
 import type { EngineKind } from "../engine-kind.ts";
-import type { EngineSupport } from "../engine.ts";
-
-export const OnnxOptions = Type.Object(
-  {
-    /** onnxruntime intra-op threads per worker. */
-    threads: Type.Optional(Type.Integer({ minimum: 1, maximum: 256, default: 1 })),
-  },
-  { additionalProperties: false },
-);
-export type OnnxOptions = Required<Static<typeof OnnxOptions>>;
-
-export const onnxOptions = (entry: ModelEntry): OnnxOptions => entry.options as OnnxOptions;
-
-/** Whisper transcription; its prepare decodes the upload, which is costly. */
-export const whisperSupport: EngineSupport = { endpoints: ["transcriptions"], features: [], refuses: [], expensivePrepare: true };
-/** Image-text-to-text chat: no grammar, tools or logprobs in transformers.js; image processing makes prepare costly. */
-export const vlmSupport: EngineSupport = { endpoints: ["chat"], features: ["vision"], refuses: [], expensivePrepare: true };
-export const encoderEmbedSupport: EngineSupport = { endpoints: ["embeddings"], features: [], refuses: [] };
-export const encoderRerankSupport: EngineSupport = { endpoints: ["rerank"], features: [], refuses: [] };
+import { encoderEmbedSupport, encoderRerankSupport, OnnxOptions, vlmSupport, whisperSupport } from "./onnx.support.ts";
 
 /** Which ONNX engine an entry gets follows from its capabilities. */
 function variant(entry: ModelEntry): "whisper" | "vlm" | "rerank" | "embed" {

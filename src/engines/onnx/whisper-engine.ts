@@ -5,10 +5,17 @@ import type { ModelEntry } from "../../config/app-config.ts";
 import { AppError } from "../../errors/app-error.ts";
 import { fixedWindows, maxWindowSeconds, planWindows, sampleRate, settledWindows, vadFrame, type AudioWindow } from "../../audio/windows.ts";
 import { AudioDecoder } from "../../audio/audio-decoder.ts";
-import type { Engine, PreparedTranscription, TranscribeRequest, Transcript, TranscriptSegment } from "../engine.ts";
+import type {
+  Engine,
+  PreparedTranscription,
+  TranscribePort,
+  TranscribeRequest,
+  Transcript,
+  TranscriptSegment,
+} from "../engine.ts";
 import type { WorkerPool } from "../../workers/worker-pool.ts";
 import { onnxPool } from "./onnx-pool.ts";
-import { onnxOptions, whisperSupport } from "./onnx.kind.ts";
+import { onnxOptions, whisperSupport } from "./onnx.support.ts";
 import type { WhisperInit, WindowResult } from "./tasks/whisper.task.ts";
 
 /** A transcript plus how many windows it was cut into. */
@@ -51,7 +58,7 @@ async function settle(pool: WorkerPool, timeoutMs = 30_000): Promise<void> {
  * them and run in parallel up to the model's `parallel`; their segments are put back on the recording's
  * timeline. Language is detected on the first window when not given.
  */
-export class OnnxWhisperEngine implements Engine {
+export class OnnxWhisperEngine implements Engine, TranscribePort {
   readonly support = whisperSupport;
   readonly contextSize = null;
   private pool: WorkerPool | null = null;

@@ -2,7 +2,7 @@ import { FormData } from "undici";
 import type { EmbedResult, RerankRequest, RerankResult, TranscribeRequest, Transcript } from "../engine.ts";
 import type { UpstreamCall } from "./upstream-client.ts";
 import { UpstreamUnavailable } from "./upstream-errors.ts";
-import type { UpstreamOptions } from "./upstream.kind.ts";
+import type { UpstreamOptions } from "./upstream.support.ts";
 
 type Protocol = NonNullable<UpstreamOptions["protocol"]>;
 type CallShape = Pick<UpstreamCall, "path" | "root" | "json">;

@@ -1,10 +1,12 @@
 import type { ModelEntry } from "../../config/app-config.ts";
 import { parseDuration } from "../../config/duration.ts";
-import { fitContextWindow } from "../context-window.ts";
+import { fitCompletion } from "../context-window.ts";
 import type { EngineLog } from "../engine-kind.ts";
 import type {
   ChatDelta,
+  ChatPort,
   ChatRequest,
+  EmbedPort,
   EmbedRequest,
   EmbedResult,
   Engine,
@@ -12,11 +14,14 @@ import type {
   PreparedEmbed,
   PreparedRerank,
   PreparedTranscription,
+  RerankPort,
   RerankRequest,
   RerankResult,
+  TranscribePort,
   TranscribeRequest,
   Transcript,
 } from "../engine.ts";
+import { conversationKey } from "./affinity-key.ts";
 import { ChunkReader, toWireChat, type WireChunk } from "./chat-wire.ts";
 import { embeddingsCall, readEmbeddings, readRerank, rerankCall, transcriptionForm, readTranscript } from "./endpoint-wire.ts";
 import { countPrompt, llamaServerContext, type TokenizeStrategy } from "./prompt-counter.ts";
@@ -26,11 +31,11 @@ import { UpstreamClient, type UpstreamTimeouts } from "./upstream-client.ts";
 import { PoolMember, type MemberStats } from "./pool-member.ts";
 import { UpstreamPool, type PoolLease } from "./upstream-pool.ts";
 import { readErrorBody, upstreamDetail, UpstreamUnavailable } from "./upstream-errors.ts";
-import { upstreamOptions, upstreamSupport, type UpstreamOptions } from "./upstream.kind.ts";
+import { upstreamOptions, upstreamSupport, type UpstreamOptions } from "./upstream.support.ts";
 
-/** A prepared chat, plus the budget that means "nobody set one" (-1 when the client did). */
-interface UpstreamPreparedChat extends PreparedChat {
-  unsetBudget: number;
+/** A prepared chat, and the max_tokens the upstream is asked for (null: none). */
+export interface UpstreamPreparedChat extends PreparedChat {
+  asked: number | null;
 }
 
 function timeoutsOf(options: UpstreamOptions): UpstreamTimeouts {
@@ -52,7 +57,7 @@ export function tokenizeStrategy(options: UpstreamOptions): TokenizeStrategy {
  * Everything of the contract (auth, limits, validation, admission) has happened before a call gets here; this
  * translates to the upstream's wire and back, and maps its failures to §7.
  */
-export class UpstreamEngine implements Engine {
+export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, EmbedPort, RerankPort, TranscribePort {
   readonly support = upstreamSupport;
   private readonly options: UpstreamOptions;
   private readonly timeouts: UpstreamTimeouts;
@@ -94,6 +99,7 @@ export class UpstreamEngine implements Engine {
       maxWaitMs: parseDuration(o.retry?.maxWait ?? "20s"),
       healthIntervalMs: parseDuration(o.health?.interval ?? "5s"),
       healthPath: o.health?.path ?? (modelgate ? "/healthz" : "/health"),
+      loadFactor: o.affinity?.loadFactor ?? 1.25,
     });
     this.pool.startHealthChecks();
   }
@@ -123,17 +129,21 @@ export class UpstreamEngine implements Engine {
    * The pool's acquire, with every failed attempt logged against its upstream (the client's message names none),
    * and a failure of the pool itself (every upstream ejected) logged with each upstream's state.
    */
-  private async acquire<T>(signal: AbortSignal, establish: (client: UpstreamClient) => Promise<T>): Promise<PoolLease<T>> {
+  private async acquire<T>(signal: AbortSignal, establish: (client: UpstreamClient) => Promise<T>, key: number | null = null): Promise<PoolLease<T>> {
     const pool = this.requirePool();
     try {
-      return await pool.acquire(signal, async (member) => {
-        try {
-          return await establish(member.client);
-        } catch (err) {
-          this.report(err, member.client.origin);
-          throw err;
-        }
-      });
+      return await pool.acquire(
+        signal,
+        async (member) => {
+          try {
+            return await establish(member.client);
+          } catch (err) {
+            this.report(err, member.client.origin);
+            throw err;
+          }
+        },
+        key,
+      );
     } catch (err) {
       this.report(err, pool.stats().map((s) => `${s.url} (${s.state})`).join(", "));
       throw err;
@@ -152,8 +162,8 @@ export class UpstreamEngine implements Engine {
   }
 
   /** One whole call on the pool (retried by its rules), for answers that are not streamed to the client. */
-  private async call<T>(signal: AbortSignal, fn: (client: UpstreamClient) => Promise<T>): Promise<T> {
-    const lease = await this.acquire(signal, fn);
+  private async call<T>(signal: AbortSignal, fn: (client: UpstreamClient) => Promise<T>, key: number | null = null): Promise<T> {
+    const lease = await this.acquire(signal, fn, key);
     lease.release();
     return lease.value;
   }
@@ -167,12 +177,9 @@ export class UpstreamEngine implements Engine {
       }
       return count;
     });
-    const window = this.contextSize;
-    if (!counted || window === null) {
-      return { promptTokens: counted?.count ?? 0, maxTokens: req.maxTokens ?? Number.MAX_SAFE_INTEGER, unsetBudget: req.maxTokens === null ? Number.MAX_SAFE_INTEGER : -1 };
-    }
-    const budget = fitContextWindow(window, counted.count, req.maxTokens);
-    return { promptTokens: counted.count, maxTokens: budget, unsetBudget: req.maxTokens === null ? budget : -1 };
+    // Without our own count of the prompt, the window is the upstream's to check.
+    const { budget, asked } = fitCompletion(counted ? this.contextSize : null, counted?.count ?? 0, req);
+    return { promptTokens: counted?.count ?? 0, maxTokens: budget, asked };
   }
 
   /**
@@ -180,19 +187,28 @@ export class UpstreamEngine implements Engine {
    * generation may be retried on another upstream; a streaming client is committed at its first delta, so only
    * the steps before it (connect, headers, the first event) are.
    */
-  async *chat(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
+  async *chat(req: ChatRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
+    const key = this.options.routing === "prefix-affinity" ? conversationKey(req.messages) : null;
     if (req.buffered) {
-      yield* await this.call(signal, async (client) => {
-        const deltas: ChatDelta[] = [];
-        for await (const delta of this.streamFrom(client, req, prepared, signal)) deltas.push(delta);
-        return deltas;
-      });
+      yield* await this.call(
+        signal,
+        async (client) => {
+          const deltas: ChatDelta[] = [];
+          for await (const delta of this.streamFrom(client, req, prepared, signal)) deltas.push(delta);
+          return deltas;
+        },
+        key,
+      );
       return;
     }
-    const lease = await this.acquire(signal, async (client) => {
-      const stream = this.streamFrom(client, req, prepared, signal);
-      return { stream, first: await stream.next() };
-    });
+    const lease = await this.acquire(
+      signal,
+      async (client) => {
+        const stream = this.streamFrom(client, req, prepared, signal);
+        return { stream, first: await stream.next() };
+      },
+      key,
+    );
     try {
       const { stream, first } = lease.value;
       if (first.done) return;
@@ -207,14 +223,12 @@ export class UpstreamEngine implements Engine {
   }
 
   /** One upstream call's deltas, ending with `done`; every failure is mapped (`UpstreamUnavailable` when retryable). */
-  private async *streamFrom(client: UpstreamClient, req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncGenerator<ChatDelta> {
-    // Left unset upstream unless the client or the plan's cap set it: our count of the prompt may differ slightly.
-    const budget = prepared.maxTokens === (prepared as UpstreamPreparedChat).unsetBudget ? null : prepared.maxTokens;
+  private async *streamFrom(client: UpstreamClient, req: ChatRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncGenerator<ChatDelta> {
     const watchdog = new StallWatchdog(this.timeouts.firstByteMs, this.timeouts.idleMs);
     const callSignal = AbortSignal.any([signal, watchdog.signal]);
     const reader = new ChunkReader();
     try {
-      const body = toWireChat(req, { model: client.target.model, maxTokens: budget, defaults: this.entry.defaults });
+      const body = toWireChat(req, { model: client.target.model, maxTokens: prepared.asked, defaults: this.entry.defaults });
       const response = await client.send({ path: "/chat/completions", json: body, signal: callSignal, contextParam: "messages", streaming: true });
       try {
         for await (const event of sseEvents(response.body)) {

@@ -1,9 +1,11 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { ExponentialBackoff, type IBackoff } from "cockatiel";
+import type { AffinityPlacements } from "../engine.ts";
+import { AffinityRing, placeBounded } from "./affinity-ring.ts";
 import type { PoolMember, MemberStats } from "./pool-member.ts";
 import { UpstreamUnavailable } from "./upstream-errors.ts";
 
-export type Routing = "least-outstanding" | "round-robin" | "weighted";
+export type Routing = "least-outstanding" | "round-robin" | "weighted" | "prefix-affinity";
 
 export interface PoolOptions {
   routing: Routing;
@@ -14,6 +16,8 @@ export interface PoolOptions {
   healthIntervalMs: number;
   /** Path of the health check, against the upstream's origin. */
   healthPath: string;
+  /** prefix-affinity: no upstream takes more than ceil(loadFactor × the mean in flight), per unit of weight. */
+  loadFactor: number;
 }
 
 /** An upstream held for one request: release it exactly once, when the request is over. */
@@ -24,22 +28,30 @@ export interface PoolLease<T> {
 }
 
 /**
- * A model's upstreams as one pool: routing (least outstanding requests per weight, weighted round robin, or round
- * robin; never above an upstream's maxInFlight), passive and active health (PoolMember), and retries by the §7
- * client rules: only `UpstreamUnavailable` (429, 5xx, network errors, timeouts) is retried, on another upstream
- * at once when there is one, else on the same after an exponential backoff with jitter and at least its
- * Retry-After, within `attempts` and `maxWaitMs`. 4xx answers are never retried, and a request is never retried
+ * A model's upstreams as one pool: routing (least outstanding requests per weight, weighted round robin, round
+ * robin, or prefix affinity: the conversation's key on a consistent-hash ring with bounded loads, affinity-ring.ts;
+ * never above an upstream's maxInFlight), passive and active health (PoolMember), and retries by the §7 client rules:
+ * only `UpstreamUnavailable` (429, 5xx, network errors, timeouts) is retried, on another upstream at once when there
+ * is one, else on the same after an exponential backoff with jitter and at least its Retry-After, within `attempts`
+ * and `maxWaitMs`. 4xx answers are never retried, and a request is never retried
  * once its establish step has succeeded (callers put everything before their first byte to the client there).
  */
 export class UpstreamPool {
   private next = 0;
   private readonly current = new Map<PoolMember, number>();
   private healthTimer: NodeJS.Timeout | null = null;
+  private readonly ring: AffinityRing<PoolMember> | null = null;
+  private readonly placements = new Map<PoolMember, AffinityPlacements>();
 
   constructor(
     readonly members: PoolMember[],
     private readonly options: PoolOptions,
-  ) {}
+  ) {
+    if (options.routing === "prefix-affinity") {
+      this.ring = new AffinityRing(members, (m) => m.client.target.url, (m) => m.options.weight);
+      for (const m of members) this.placements.set(m, { owner: 0, spill: 0, retry: 0 });
+    }
+  }
 
   startHealthChecks(): void {
     if (this.healthTimer || this.options.healthIntervalMs <= 0) return;
@@ -53,18 +65,25 @@ export class UpstreamPool {
   }
 
   stats(): MemberStats[] {
-    return this.members.map((m) => m.stats());
+    return this.members.map((m) => {
+      const placed = this.placements.get(m);
+      return placed ? { ...m.stats(), affinity: { ...placed } } : m.stats();
+    });
   }
 
-  /** Picks an upstream, runs `establish` on it, and retries elsewhere (or later) while the failure is retryable. */
-  async acquire<T>(signal: AbortSignal, establish: (member: PoolMember) => Promise<T>): Promise<PoolLease<T>> {
+  /**
+   * Picks an upstream, runs `establish` on it, and retries elsewhere (or later) while the failure is retryable.
+   * `key` (a conversation's point on the ring, affinity-key.ts) places the request on prefix-affinity pools; a
+   * retry goes on clockwise from the upstreams already tried. Other pools, and calls without a key, ignore it.
+   */
+  async acquire<T>(signal: AbortSignal, establish: (member: PoolMember) => Promise<T>, key: number | null = null): Promise<PoolLease<T>> {
     const tried = new Set<PoolMember>();
     let backoff: IBackoff<unknown> = new ExponentialBackoff({ initialDelay: 100, maxDelay: this.options.maxWaitMs }).next();
     let waited = 0;
     let last: UpstreamUnavailable | null = null;
     for (let attempt = 1; ; attempt++) {
       signal.throwIfAborted();
-      let member = this.pick(tried);
+      let member = this.pick(tried, key);
       if (!member && last) {
         // Every upstream failed once: the same again, after the backoff and at least the upstream's Retry-After.
         const wait = Math.max(backoff.duration, last.retryAfterMs ?? 0);
@@ -72,7 +91,7 @@ export class UpstreamPool {
         await sleep(wait, undefined, { signal });
         waited += wait;
         backoff = backoff.next(undefined);
-        member = this.pick(new Set());
+        member = this.pick(new Set(), key, true);
       }
       if (!member) throw last ?? this.noneAvailable();
       member.inFlight++;
@@ -105,7 +124,8 @@ export class UpstreamPool {
     return new UpstreamUnavailable("Every upstream of this model is down, ejected or at its maxInFlight.", null, Math.max(1000, retryAfter));
   }
 
-  private pick(exclude: Set<PoolMember>): PoolMember | null {
+  private pick(exclude: Set<PoolMember>, key: number | null, again = false): PoolMember | null {
+    if (this.ring && key !== null) return this.pickAffine(key, exclude, again || exclude.size > 0);
     const candidates = this.members.filter((m) => !exclude.has(m) && m.available());
     if (candidates.length === 0) return null;
     switch (this.options.routing) {
@@ -126,6 +146,19 @@ export class UpstreamPool {
         return best;
       }
     }
+  }
+
+  /** The key's ring owner, or the next upstream clockwise with room under the load bound; counted by why. */
+  private pickAffine(key: number, exclude: Set<PoolMember>, retrying: boolean): PoolMember | null {
+    const placed = placeBounded(this.ring!, key, this.options.loadFactor, {
+      up: (m) => m.state !== "ejected",
+      mayTake: (m) => !exclude.has(m) && m.available(),
+      inFlight: (m) => m.inFlight,
+      weight: (m) => m.options.weight,
+    });
+    if (!placed) return null;
+    this.placements.get(placed.member)![retrying ? "retry" : placed.placement]++;
+    return placed.member;
   }
 
   /** Smooth weighted round robin: over any window, each upstream gets its share of weight, interleaved. */

@@ -5,10 +5,10 @@ import { ownAccount, principal, reaches } from "../../auth/access.ts";
 import { actorOf } from "../../auth/principal.ts";
 import { run } from "./run.ts";
 import {
-  LifecycleError,
   createAccount,
   createKey,
   findAccount,
+  LifecycleError,
   listAccounts,
   listKeys,
   revokeKey,
@@ -38,7 +38,8 @@ import type { AuditContext } from "../../keys/lifecycle.ts";
 
 /**
  * Who makes an admin call, for the audit log: the console user (member or operator, by id and email) or the admin
- * token, the `x-on-behalf-of` contact when support acts on a customer's request, and the client address.
+ * token (auth/admin-auth.plugin.ts sets which), the `x-on-behalf-of` contact when support acts on a customer's
+ * request, and the client address.
  */
 function auditOf(request: FastifyRequest): AuditContext {
   const header = request.headers["x-on-behalf-of"];

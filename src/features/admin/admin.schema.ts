@@ -1,6 +1,6 @@
-import { Type, type Static } from "@sinclair/typebox";
+import { Type, type Static, type TSchema } from "@sinclair/typebox";
 import { Endpoint } from "../../config/config.schema.ts";
-import { auditActors } from "../../store/audit.repo.ts";
+import { auditActors } from "../../auth/principal.ts";
 
 const Actor = Type.Union(auditActors.map((a) => Type.Literal(a)), {
   description: "member or operator (a console user, named by actorId and actorEmail), cli, admin-token, anonymous (a failed sign-in); console: the shared-token console of earlier versions",
@@ -188,6 +188,16 @@ export const UpstreamView = Type.Object({
   recentFailures: Type.Integer({ description: "Failed requests and health checks in the last minute" }),
   latencyMs: Type.Union([Type.Number(), Type.Null()], { description: "Moving average of the time to an answer" }),
   failuresTotal: Type.Integer({ description: "Failed requests and health checks since start" }),
+  affinity: Type.Optional(
+    Type.Object(
+      {
+        owner: Type.Integer({ description: "Attempts placed here as their conversation's ring owner" }),
+        spill: Type.Integer({ description: "Attempts placed here because their owner was at the load bound or its maxInFlight" }),
+        retry: Type.Integer({ description: "Retries placed here after another upstream failed" }),
+      },
+      { description: "routing prefix-affinity: placements since load" },
+    ),
+  ),
 });
 
 export const AdminModel = Type.Object(
@@ -209,6 +219,17 @@ export const AdminModel = Type.Object(
     sizeBytes: Type.Union([Type.Integer(), Type.Null()]),
     pullCommand: Type.Union([Type.String(), Type.Null()]),
     upstreams: Type.Optional(Type.Array(UpstreamView, { description: "engine upstream: each upstream of the pool" })),
+    affinity: Type.Optional(
+      Type.Object(
+        {
+          placements: Type.Integer({ description: "First attempts placed since load" }),
+          spills: Type.Integer({ description: "Of those, placed past their ring owner (load bound or maxInFlight)" }),
+          retries: Type.Integer(),
+          hitRatio: Type.Union([Type.Number(), Type.Null()], { description: "Placed on their ring owner / placements; null before any" }),
+        },
+        { description: "routing prefix-affinity: how often conversations reach the upstream holding their cache" },
+      ),
+    ),
     promptCache: Type.Optional(
       Type.Object(
         {
@@ -223,3 +244,6 @@ export const AdminModel = Type.Object(
   { $id: "AdminModel" },
 );
 export const AdminModelList = Type.Object({ object: Type.Literal("list"), data: Type.Array(Type.Ref(AdminModel)) }, { $id: "AdminModelList" });
+
+/** This feature's shared schemas: routes refer to them by `$id`, and the OpenAPI document lists them as components. */
+export const adminSchemas: TSchema[] = [AccountSchema, AccountList, KeySchema, KeyList, CreatedKeySchema, RevokedKeySchema, UsageList, DailyUsageList, AuditList, AdminModel, AdminModelList];

@@ -7,7 +7,7 @@ import { changeRole, findUser, removeUser, userView } from "../../auth/members.t
 import { errorResponses } from "../../errors/error.schema.ts";
 import { AppError } from "../../errors/app-error.ts";
 import { LifecycleError, findAccount, type AuditContext } from "../../keys/lifecycle.ts";
-import type { User } from "../../store/users.repo.ts";
+import type { User } from "../../auth/principal.ts";
 import { AccountParams } from "./admin.schema.ts";
 import { CreatedLinkSchema, IdParams, InviteBody, PlanLimitsSchema, RoleBody, UserList, UserSchema } from "./members.schema.ts";
 import { run } from "./run.ts";

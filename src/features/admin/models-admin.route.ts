@@ -1,8 +1,9 @@
 import { Type, type Static } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
 import { sizeOnDisk } from "../../catalog/local-state.ts";
-import { missingFilesMessage, pullCommandFor } from "../../catalog/model-files.ts";
+import { missingFilesMessage, pullCommandFor } from "../../config/model-files.ts";
 import { AppError } from "../../errors/app-error.ts";
+import type { UpstreamStats } from "../../engines/engine.ts";
 import type { ModelRunner } from "../../scheduler/model-runner.ts";
 import { errorResponses } from "../../errors/error.schema.ts";
 import { AdminModel, AdminModelList } from "./admin.schema.ts";
@@ -15,6 +16,16 @@ export const LoadQuery = Type.Object(
   { additionalProperties: false },
 );
 export type LoadQuery = Static<typeof LoadQuery>;
+
+/** A prefix-affinity pool's placements over its upstreams; nothing for other models. */
+function affinitySummary(upstreams: UpstreamStats[] | undefined): { affinity?: Static<typeof AdminModel>["affinity"] } {
+  const placed = upstreams?.flatMap((u) => (u.affinity ? [u.affinity] : []));
+  if (!placed?.length) return {};
+  const owner = placed.reduce((n, p) => n + p.owner, 0);
+  const spills = placed.reduce((n, p) => n + p.spill, 0);
+  const retries = placed.reduce((n, p) => n + p.retry, 0);
+  return { affinity: { placements: owner + spills, spills, retries, hitRatio: owner + spills > 0 ? owner / (owner + spills) : null } };
+}
 
 /** A model as the admin API shows it: its entry and the runner's live state (missing, unloaded, loading, ready, failed). */
 function view(runner: ModelRunner): Static<typeof AdminModel> {
@@ -38,6 +49,7 @@ function view(runner: ModelRunner): Static<typeof AdminModel> {
     sizeBytes: entry.path && runner.filesPresent() ? sizeOnDisk(entry.path) : null,
     pullCommand: runner.filesPresent() ? null : pullCommandFor(entry),
     ...(stats.upstreams ? { upstreams: stats.upstreams } : {}),
+    ...affinitySummary(stats.upstreams),
     ...(stats.promptCache
       ? { promptCache: { ...stats.promptCache, hitRatio: stats.promptCache.promptTokens > 0 ? stats.promptCache.reusedTokens / stats.promptCache.promptTokens : null } }
       : {}),

@@ -2,7 +2,7 @@ import { Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
 import { inferenceErrors } from "../../errors/error.schema.ts";
 import { SseStream } from "../../http/sse.ts";
-import { requestScope } from "../inference.ts";
+import { requestContext } from "../request-context.ts";
 import { ChatCompletion, ChatCompletionChunk, ChatCompletionRequest } from "./chat.schema.ts";
 import { completeChat, streamChat } from "./chat.service.ts";
 
@@ -29,9 +29,9 @@ export default async function chatRoutes(app: FastifyInstance): Promise<void> {
       config: { endpoint: "chat" },
     },
     async (request, reply) => {
-      const scope = requestScope(request, reply);
-      if (request.body.stream !== true) return completeChat(app.ctx, scope, request.body);
-      await streamChat(app.ctx, scope, request.body, new SseStream(reply, undefined, app.ctx.streams));
+      const context = requestContext(request, reply);
+      if (request.body.stream !== true) return completeChat(app.ctx, context, request.body);
+      await streamChat(app.ctx, context, request.body, new SseStream(reply, undefined, app.ctx.streams));
       return reply;
     },
   );

@@ -1,4 +1,4 @@
-import { Type, type Static } from "@sinclair/typebox";
+import { Type, type Static, type TSchema } from "@sinclair/typebox";
 
 /** Optional and nullable: the openai client may send `null` for a parameter that is not set. */
 const Maybe = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Optional(Type.Union([schema, Type.Null()]));
@@ -177,3 +177,6 @@ export const ChatCompletionChunk = Type.Object(
   { $id: "ChatCompletionChunk", description: "Sent as `data: <chunk>` lines; the stream ends with `data: [DONE]`" },
 );
 export type ChatCompletionChunk = Static<typeof ChatCompletionChunk>;
+
+/** This feature's shared schemas: routes refer to them by `$id`, and the OpenAPI document lists them as components. */
+export const chatSchemas: TSchema[] = [ChatCompletionRequest, ChatCompletion, ChatCompletionChunk];

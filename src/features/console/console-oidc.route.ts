@@ -6,9 +6,9 @@ import { selfActor } from "../../auth/console-users.ts";
 import { AppError } from "../../errors/app-error.ts";
 import { errorResponses } from "../../errors/error.schema.ts";
 import { newId } from "../../keys/key-format.ts";
-import { storeCall } from "../../plugins/admin-auth.ts";
-import type { User } from "../../store/users.repo.ts";
-import { isOperatorRole, type OperatorRole } from "../../store/users.repo.ts";
+import { storeCall } from "../../auth/admin-auth.plugin.ts";
+import type { User } from "../../auth/principal.ts";
+import { isOperatorRole, type OperatorRole } from "../../auth/principal.ts";
 import { signIn } from "./console-sign-in.ts";
 
 /**

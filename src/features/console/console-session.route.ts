@@ -8,8 +8,9 @@ import { acceptInvite, usableInvite } from "../../auth/console-users.ts";
 import { errorResponses } from "../../errors/error.schema.ts";
 import { AppError } from "../../errors/app-error.ts";
 import { LifecycleError } from "../../keys/lifecycle.ts";
-import { authenticateSession, storeCall } from "../../plugins/admin-auth.ts";
-import { isOperatorRole, normalizeEmail } from "../../store/users.repo.ts";
+import { authenticateSession, storeCall } from "../../auth/admin-auth.plugin.ts";
+import { consoleLogin } from "../../auth/openapi-security.ts";
+import { isOperatorRole, normalizeEmail } from "../../auth/principal.ts";
 import { cookieOptions, sessionAnswer, signIn } from "./console-sign-in.ts";
 import { SessionAnswer } from "./console.schema.ts";
 
@@ -85,7 +86,7 @@ export default async function consoleSessionRoutes(app: FastifyInstance): Promis
 
   app.get(
     "/console/api/session",
-    { schema: { operationId: "consoleSession", tags, summary: "The session's user and CSRF token, while the cookie is valid", response: { 200: Type.Ref(SessionAnswer), ...errorResponses(401, 429, 503) } } },
+    { schema: { operationId: "consoleSession", tags, summary: "The session's user and CSRF token, while the cookie is valid", security: [{ consoleCookie: [] }], response: { 200: Type.Ref(SessionAnswer), ...errorResponses(401, 429, 503) } } },
     async (request) => {
       const id = request.cookies[consoleCookie];
       const current = id ? await storeCall(() => app.consoleSessions.get(id)) : null;
@@ -98,7 +99,7 @@ export default async function consoleSessionRoutes(app: FastifyInstance): Promis
 
   app.post(
     "/console/api/logout",
-    { ...session, schema: { operationId: "consoleLogout", tags, summary: "End this session (its cookie is refused afterwards, on every replica)", response: { 200: Type.Object({ loggedOut: Type.Literal(true) }), ...errorResponses(401, 429, 503) } } },
+    { ...session, schema: { operationId: "consoleLogout", tags, summary: "End this session (its cookie is refused afterwards, on every replica)", security: [consoleLogin("POST")], response: { 200: Type.Object({ loggedOut: Type.Literal(true) }), ...errorResponses(401, 429, 503) } } },
     async (request, reply) => {
       await app.consoleSessions.delete(request.consoleSession!.id);
       reply.clearCookie(consoleCookie, cookieOptions);
@@ -108,7 +109,7 @@ export default async function consoleSessionRoutes(app: FastifyInstance): Promis
 
   app.post(
     "/console/api/logout-everywhere",
-    { ...session, schema: { operationId: "consoleLogoutEverywhere", tags, summary: "End every session of this user, in every browser", response: { 200: Type.Object({ loggedOut: Type.Literal(true) }), ...errorResponses(401, 429, 503) } } },
+    { ...session, schema: { operationId: "consoleLogoutEverywhere", tags, summary: "End every session of this user, in every browser", security: [consoleLogin("POST")], response: { 200: Type.Object({ loggedOut: Type.Literal(true) }), ...errorResponses(401, 429, 503) } } },
     async (request, reply) => {
       await app.consoleSessions.deleteUser(request.consoleSession!.session.userId);
       reply.clearCookie(consoleCookie, cookieOptions);

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import "@fastify/cookie";
 import { consoleCookie, type ConsoleSession } from "../../auth/console-sessions.ts";
-import { isOperatorRole, type User } from "../../store/users.repo.ts";
+import { isOperatorRole, type User } from "../../auth/principal.ts";
 import type { SessionAnswer } from "./console.schema.ts";
 
 export const cookieOptions = { httpOnly: true, secure: true, sameSite: "strict", path: "/" } as const;

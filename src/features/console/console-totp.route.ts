@@ -4,8 +4,9 @@ import { verifyPassword, maxPasswordLength } from "../../auth/password.ts";
 import { disableTotp, enableTotp, startTotp } from "../../auth/second-factor.ts";
 import { errorResponses } from "../../errors/error.schema.ts";
 import { AppError } from "../../errors/app-error.ts";
-import { authenticateSession, storeCall } from "../../plugins/admin-auth.ts";
-import type { User } from "../../store/users.repo.ts";
+import { authenticateSession, storeCall } from "../../auth/admin-auth.plugin.ts";
+import { consoleLogin } from "../../auth/openapi-security.ts";
+import type { User } from "../../auth/principal.ts";
 
 const CodeBody = Type.Object({ code: Type.String({ minLength: 1, maxLength: 32 }) }, { additionalProperties: false });
 const PasswordBody = Type.Object({ password: Type.String({ minLength: 1, maxLength: maxPasswordLength }) }, { additionalProperties: false });
@@ -24,6 +25,7 @@ export default async function consoleTotpRoutes(app: FastifyInstance): Promise<v
       schema: {
         operationId: "consoleTotpSetup",
         tags,
+        security: [consoleLogin("POST")],
         summary: "Start turning TOTP on: a new secret for the authenticator app",
         response: { 200: Type.Object({ secret: Type.String({ description: "Base32; type it into the app, or use the URI" }), uri: Type.String({ description: "otpauth:// URI" }) }), ...errors },
       },
@@ -37,6 +39,7 @@ export default async function consoleTotpRoutes(app: FastifyInstance): Promise<v
       schema: {
         operationId: "consoleTotpEnable",
         tags,
+        security: [consoleLogin("POST")],
         summary: "Finish turning TOTP on with a code from the app: answers the recovery codes, shown this once",
         body: CodeBody,
         response: { 200: Type.Object({ recoveryCodes: Type.Array(Type.String(), { description: "Each works once instead of a code; stored only as hashes" }) }), ...errors },
@@ -47,7 +50,7 @@ export default async function consoleTotpRoutes(app: FastifyInstance): Promise<v
 
   app.post<{ Body: Static<typeof PasswordBody> }>(
     "/console/api/totp/disable",
-    { schema: { operationId: "consoleTotpDisable", tags, summary: "Turn TOTP off (needs the password)", body: PasswordBody, response: { 200: Type.Object({ totpEnabled: Type.Literal(false) }), ...errors } } },
+    { schema: { operationId: "consoleTotpDisable", tags, security: [consoleLogin("POST")], summary: "Turn TOTP off (needs the password)", body: PasswordBody, response: { 200: Type.Object({ totpEnabled: Type.Literal(false) }), ...errors } } },
     async (request, reply) => {
       const user = userOf(request);
       const attempt = await app.limits.signInAttempt(request, reply, user.email);

@@ -1,7 +1,7 @@
 import { Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
 import { inferenceErrors } from "../../errors/error.schema.ts";
-import { requestScope } from "../inference.ts";
+import { requestContext } from "../request-context.ts";
 import { EmbeddingList, EmbeddingsRequest } from "./embeddings.schema.ts";
 import { createEmbeddings } from "./embeddings.service.ts";
 
@@ -18,6 +18,6 @@ export default async function embeddingsRoutes(app: FastifyInstance): Promise<vo
       },
       config: { endpoint: "embeddings" },
     },
-    async (request, reply) => createEmbeddings(app.ctx, requestScope(request, reply), request.body),
+    async (request, reply) => createEmbeddings(app.ctx, requestContext(request, reply), request.body),
   );
 }

@@ -1,4 +1,4 @@
-import { Type, type Static } from "@sinclair/typebox";
+import { Type, type Static, type TSchema } from "@sinclair/typebox";
 
 /**
  * §4.3 request. `dimensions` is not supported and rejected (decisions.md); `user` is ignored. Token-array inputs
@@ -36,3 +36,5 @@ export const EmbeddingList = Type.Object(
 );
 export type EmbeddingList = Static<typeof EmbeddingList>;
 
+/** This feature's shared schemas: routes refer to them by `$id`, and the OpenAPI document lists them as components. */
+export const embeddingsSchemas: TSchema[] = [EmbeddingsRequest, EmbeddingList];

@@ -1,6 +1,7 @@
 import { endianness } from "node:os";
 import type { AppContext } from "../../app-context.ts";
-import { runInference, type RequestScope } from "../inference.ts";
+import { runInference } from "../inference.ts";
+import type { RequestContext } from "../request-context.ts";
 import type { EmbeddingList, EmbeddingsRequest } from "./embeddings.schema.ts";
 
 const littleEndian = endianness() === "LE";
@@ -17,13 +18,14 @@ export function toBase64(vector: Float32Array): string {
  * §4.3 POST /v1/embeddings: inputs are tokenized and checked in the prepare step (400 naming `input[i]` before
  * any capacity is taken). Vectors are L2-normalised.
  */
-export async function createEmbeddings(ctx: AppContext, scope: RequestScope, body: EmbeddingsRequest): Promise<EmbeddingList> {
+export async function createEmbeddings(ctx: AppContext, request: RequestContext, body: EmbeddingsRequest): Promise<EmbeddingList> {
   const req = { inputs: typeof body.input === "string" ? [body.input] : body.input };
-  const result = await runInference(ctx, scope, {
+  const result = await runInference(ctx, request, {
     model: body.model,
+    port: "embeddings",
     input: { kind: "embeddings", inputs: req.inputs },
-    prepare: (engine) => engine.prepareEmbed!(req),
-    run: (engine, prepared, signal) => engine.embed!(req, prepared, signal),
+    prepare: (embeddings) => embeddings.prepareEmbed(req),
+    run: (embeddings, prepared, signal) => embeddings.embed(req, prepared, signal),
     usage: (r) => ({ promptTokens: r.promptTokens, completionTokens: 0 }),
   });
   const base64 = body.encoding_format === "base64";

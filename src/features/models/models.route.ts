@@ -3,7 +3,7 @@ import type { FastifyInstance } from "fastify";
 import { Model, ModelList, modelErrors } from "./models.schema.ts";
 import { listModels, retrieveModel } from "./models.service.ts";
 import { AppError } from "../../errors/app-error.ts";
-import { endpointAllowed } from "../../auth/scope.ts";
+import { grantsEndpoint } from "../../auth/key-grants.ts";
 
 export default async function modelsRoutes(app: FastifyInstance): Promise<void> {
   app.get(
@@ -11,7 +11,7 @@ export default async function modelsRoutes(app: FastifyInstance): Promise<void> 
     { schema: { operationId: "listModels", tags: ["models"], summary: "§4.1 the models this key may call", response: { 200: Type.Ref(ModelList), ...modelErrors } }, config: { endpoint: "models" } },
     async (request) => {
       const auth = request.auth!;
-      if (!endpointAllowed(auth, request.routeOptions.config.endpoint!, app.ctx.config.deployment)) {
+      if (!grantsEndpoint(auth, request.routeOptions.config.endpoint!, app.ctx.config.deployment)) {
         throw new AppError("model_not_in_plan", { param: "model", message: "This key's plan does not include listing models." });
       }
       return listModels(app.ctx, auth);

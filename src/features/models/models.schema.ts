@@ -1,4 +1,4 @@
-import { Type, type Static } from "@sinclair/typebox";
+import { Type, type Static, type TSchema } from "@sinclair/typebox";
 import { errorResponses } from "../../errors/error.schema.ts";
 
 export const Model = Type.Object(
@@ -17,3 +17,6 @@ export type ModelList = Static<typeof ModelList>;
 
 
 export const modelErrors = errorResponses(401, 403, 404, 429);
+
+/** This feature's shared schemas: routes refer to them by `$id`, and the OpenAPI document lists them as components. */
+export const modelsSchemas: TSchema[] = [Model, ModelList];

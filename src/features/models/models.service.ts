@@ -1,6 +1,6 @@
 import type { AppContext } from "../../app-context.ts";
 import type { AuthContext } from "../../auth/auth-context.ts";
-import { assertScope, canUseModel, endpointAllowed } from "../../auth/scope.ts";
+import { assertGranted, grantsModel, grantsEndpoint } from "../../auth/key-grants.ts";
 import type { Endpoint } from "../../config/config.schema.ts";
 import { AppError } from "../../errors/app-error.ts";
 import type { ModelRunner } from "../../scheduler/model-runner.ts";
@@ -15,13 +15,13 @@ const inferenceEndpoints: Endpoint[] = ["chat", "embeddings", "transcriptions", 
 
 /** §1 "the models a key may call": the key may use the model and reach it through at least one endpoint. */
 function callable(ctx: AppContext, auth: AuthContext, runner: ModelRunner): boolean {
-  if (!canUseModel(auth, runner.entry.id)) return false;
+  if (!grantsModel(auth, runner.entry.id)) return false;
   const caps: readonly string[] = runner.entry.capabilities;
-  return inferenceEndpoints.some((endpoint) => caps.includes(endpoint) && endpointAllowed(auth, endpoint, ctx.config.deployment));
+  return inferenceEndpoints.some((endpoint) => caps.includes(endpoint) && grantsEndpoint(auth, endpoint, ctx.config.deployment));
 }
 
 /**
- * The list per key, kept while both its auth context (cached per key for about a second, plugins/auth.ts) and the
+ * The list per key, kept while both its auth context (cached per key for about a second, auth/api-key.plugin.ts) and the
  * catalog (a reload gives a new runner array) stay the same, so a client polling /v1/models costs one lookup.
  */
 const listed = new WeakMap<AuthContext, { runners: readonly ModelRunner[]; list: ModelList }>();
@@ -38,7 +38,7 @@ export function listModels(ctx: AppContext, auth: AuthContext): ModelList {
 
 export function retrieveModel(ctx: AppContext, auth: AuthContext, id: string): Model {
   const runner = ctx.catalog.get(id);
-  assertScope(auth, "models", id, ctx.config.deployment);
+  assertGranted(auth, "models", id, ctx.config.deployment);
   if (!callable(ctx, auth, runner)) {
     throw new AppError("model_not_in_plan", { param: "model", message: `This key's plan includes no endpoint that serves the model '${id}'.` });
   }

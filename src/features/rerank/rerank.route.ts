@@ -1,7 +1,7 @@
 import { Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
 import { inferenceErrors } from "../../errors/error.schema.ts";
-import { requestScope } from "../inference.ts";
+import { requestContext } from "../request-context.ts";
 import { RerankRequestBody, RerankResponse } from "./rerank.schema.ts";
 import { rerank } from "./rerank.service.ts";
 
@@ -18,6 +18,6 @@ export default async function rerankRoutes(app: FastifyInstance): Promise<void> 
       },
       config: { endpoint: "rerank" },
     },
-    async (request, reply) => rerank(app.ctx, requestScope(request, reply), request.body),
+    async (request, reply) => rerank(app.ctx, requestContext(request, reply), request.body),
   );
 }

@@ -1,4 +1,4 @@
-import { Type, type Static } from "@sinclair/typebox";
+import { Type, type Static, type TSchema } from "@sinclair/typebox";
 
 /** §4.5 request. Parameters not listed here are ignored (they are metadata to us, e.g. `return_documents`). */
 export const RerankRequestBody = Type.Object(
@@ -36,3 +36,5 @@ export const RerankResponse = Type.Object(
 );
 export type RerankResponse = Static<typeof RerankResponse>;
 
+/** This feature's shared schemas: routes refer to them by `$id`, and the OpenAPI document lists them as components. */
+export const rerankSchemas: TSchema[] = [RerankRequestBody, RerankResponse];

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { AppContext } from "../../app-context.ts";
-import { runInference, type RequestScope } from "../inference.ts";
+import { runInference } from "../inference.ts";
+import type { RequestContext } from "../request-context.ts";
 import type { RerankRequest } from "../../engines/engine.ts";
 import type { RerankRequestBody, RerankResponse, RerankResultItem } from "./rerank.schema.ts";
 
@@ -12,13 +13,14 @@ export function rankResults(scores: number[], topN: number | undefined): RerankR
 }
 
 /** §4.5 POST /v1/rerank, engine-agnostic: pairs are tokenized and checked in the prepare step (400 naming `documents[i]`). */
-export async function rerank(ctx: AppContext, scope: RequestScope, body: RerankRequestBody): Promise<RerankResponse> {
+export async function rerank(ctx: AppContext, request: RequestContext, body: RerankRequestBody): Promise<RerankResponse> {
   const req: RerankRequest = { query: body.query, documents: body.documents };
-  const result = await runInference(ctx, scope, {
+  const result = await runInference(ctx, request, {
     model: body.model,
+    port: "rerank",
     input: { kind: "rerank", query: req.query, documents: req.documents },
-    prepare: (engine) => engine.prepareRerank!(req),
-    run: (engine, prepared, signal) => engine.rerank!(req, prepared, signal),
+    prepare: (rerank) => rerank.prepareRerank(req),
+    run: (rerank, prepared, signal) => rerank.rerank(req, prepared, signal),
     usage: (r) => ({ promptTokens: r.promptTokens, completionTokens: 0 }),
   });
   return {

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { FinishReason } from "../../engines/engine.ts";
 import type { AppError } from "../../errors/app-error.ts";
 import { toEnvelope } from "../../errors/envelope.ts";
-import type { Accumulator } from "../chat/chat.service.ts";
+import type { Accumulator } from "../generation/accumulator.ts";
 import type { CreateResponseRequest, OutputItem, ResponseObject } from "./responses.schema.ts";
 
 /** `resp_…`, `msg_…`, `fc_…`, `rs_…`: the Responses API's id prefixes on a random hex body. */

@@ -1,8 +1,9 @@
 import type { FinishReason } from "../../engines/engine.ts";
 import type { AppError } from "../../errors/app-error.ts";
 import type { FailureFrame, SseStream } from "../../http/sse.ts";
-import type { Accumulator, ChatStreamWriter } from "../chat/chat.service.ts";
-import type { OutputDelta } from "../chat/stream-batcher.ts";
+import type { Accumulator } from "../generation/accumulator.ts";
+import type { ChatStreamWriter } from "../generation/run-chat.ts";
+import type { OutputDelta } from "../generation/stream-batcher.ts";
 import { endStatus, newId, type ResponseHead } from "./response-object.ts";
 import type { OutputFunctionCall, OutputItem, OutputMessage, OutputReasoning } from "./responses.schema.ts";
 

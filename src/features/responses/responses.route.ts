@@ -2,7 +2,7 @@ import { Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
 import { inferenceErrors } from "../../errors/error.schema.ts";
 import { SseStream } from "../../http/sse.ts";
-import { requestScope } from "../inference.ts";
+import { requestContext } from "../request-context.ts";
 import { CreateResponseRequest, ResponseObject, ResponseStreamEvent } from "./responses.schema.ts";
 import { createResponse, responseStreamWriter, streamResponse } from "./responses.service.ts";
 
@@ -29,10 +29,10 @@ export default async function responsesRoutes(app: FastifyInstance): Promise<voi
       config: { endpoint: "chat" },
     },
     async (request, reply) => {
-      const scope = requestScope(request, reply);
-      if (request.body.stream !== true) return createResponse(app.ctx, scope, request.body);
+      const context = requestContext(request, reply);
+      if (request.body.stream !== true) return createResponse(app.ctx, context, request.body);
       const writer = responseStreamWriter(request.body);
-      await streamResponse(app.ctx, scope, request.body, new SseStream(reply, undefined, app.ctx.streams, writer.failureFrame), writer);
+      await streamResponse(app.ctx, context, request.body, new SseStream(reply, undefined, app.ctx.streams, writer.failureFrame), writer);
       return reply;
     },
   );

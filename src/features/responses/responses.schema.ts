@@ -1,4 +1,4 @@
-import { Type, type Static } from "@sinclair/typebox";
+import { Type, type Static, type TSchema } from "@sinclair/typebox";
 
 /** Optional and nullable: clients send `null` for a parameter that is not set. */
 const Maybe = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Optional(Type.Union([schema, Type.Null()]));
@@ -53,7 +53,7 @@ export const FunctionTool = Type.Object({
   strict: Maybe(Type.Boolean()),
 });
 
-/** The OpenAI API's built-in tools: recognised so the refusal names the tool's type (responses.shape.ts), never run. */
+/** The OpenAI API's built-in tools: recognised so the refusal names the tool's type (responses.request.ts), never run. */
 export const builtInToolTypes = [
   "web_search",
   "web_search_preview",
@@ -199,3 +199,6 @@ export const ResponseStreamEvent = Type.Object(
   },
   { $id: "ResponseStreamEvent", additionalProperties: true, description: "Sent as `event: <type>` + `data: <event>`; the stream ends after its last event, with no [DONE]" },
 );
+
+/** This feature's shared schemas: routes refer to them by `$id`, and the OpenAPI document lists them as components. */
+export const responsesSchemas: TSchema[] = [CreateResponseRequest, ResponseObject, ResponseStreamEvent];

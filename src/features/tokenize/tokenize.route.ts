@@ -2,7 +2,7 @@ import { Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
 import { inferenceErrors } from "../../errors/error.schema.ts";
 import { ChatCompletionRequest } from "../chat/chat.schema.ts";
-import { requestScope } from "../inference.ts";
+import { requestContext } from "../request-context.ts";
 import { TokenCount } from "./tokenize.schema.ts";
 import { countChatTokens } from "./tokenize.service.ts";
 
@@ -20,6 +20,6 @@ export default async function tokenizeRoutes(app: FastifyInstance): Promise<void
       // A chat key may count what it may send: the same scope and plan checks as chat.
       config: { endpoint: "chat" },
     },
-    async (request, reply) => countChatTokens(app.ctx, requestScope(request, reply), request.body),
+    async (request, reply) => countChatTokens(app.ctx, requestContext(request, reply), request.body),
   );
 }

@@ -1,4 +1,4 @@
-import { Type, type Static } from "@sinclair/typebox";
+import { Type, type Static, type TSchema } from "@sinclair/typebox";
 
 /** What /v1/tokenize answers: vLLM's field names, so one client reads both. */
 export const TokenCount = Type.Object(
@@ -13,3 +13,6 @@ export const TokenCount = Type.Object(
   { $id: "TokenCount" },
 );
 export type TokenCount = Static<typeof TokenCount>;
+
+/** This feature's shared schemas: routes refer to them by `$id`, and the OpenAPI document lists them as components. */
+export const tokenizeSchemas: TSchema[] = [TokenCount];

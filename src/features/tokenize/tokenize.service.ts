@@ -1,7 +1,8 @@
 import type { AppContext } from "../../app-context.ts";
-import { toChatRequest } from "../chat/chat.shape.ts";
+import { toChatRequest } from "../chat/chat.request.ts";
 import type { ChatCompletionRequest } from "../chat/chat.schema.ts";
-import { prepareInference, type RequestScope } from "../inference.ts";
+import { prepareInference } from "../inference.ts";
+import type { RequestContext } from "../request-context.ts";
 import type { TokenCount } from "./tokenize.schema.ts";
 
 /**
@@ -9,13 +10,14 @@ import type { TokenCount } from "./tokenize.schema.ts";
  * template and tokenizer (the same prepare step as a completion, so the same 400s), without taking a slot or
  * recording usage. A Modelgate node fronting another counts prompts with it (`tokenize: modelgate`).
  */
-export async function countChatTokens(ctx: AppContext, scope: RequestScope, body: ChatCompletionRequest): Promise<TokenCount> {
-  const { req } = toChatRequest(body, scope.auth.plan);
-  const { prepared, contextSize } = await prepareInference(ctx, scope, {
+export async function countChatTokens(ctx: AppContext, request: RequestContext, body: ChatCompletionRequest): Promise<TokenCount> {
+  const req = toChatRequest(body, request.auth.plan);
+  const { prepared, contextSize } = await prepareInference(ctx, request, {
     model: body.model,
+    port: "chat",
     chat: req,
     input: { kind: "chat", req },
-    prepare: (engine, signal) => engine.prepareChat!(req, signal),
+    prepare: (chat, signal) => chat.prepareChat(req, signal),
   });
   return { object: "tokenize", model: body.model, count: prepared.promptTokens, max_model_len: contextSize };
 }

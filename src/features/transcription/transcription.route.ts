@@ -2,7 +2,7 @@ import { Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
 import multipart from "@fastify/multipart";
 import { inferenceErrors } from "../../errors/error.schema.ts";
-import { requestScope } from "../inference.ts";
+import { requestContext } from "../request-context.ts";
 import { readTranscriptionForm } from "./transcription.form.ts";
 import { transcribe } from "./transcription.service.ts";
 import { TranscriptionJson, TranscriptionRequestForm, TranscriptionVerbose } from "./transcription.schema.ts";
@@ -36,7 +36,7 @@ export default async function transcriptionRoutes(app: FastifyInstance): Promise
     },
     async (request, reply) => {
       const input = await readTranscriptionForm(request, request.auth!.plan.maxUploadBytes);
-      const result = await transcribe(app.ctx, requestScope(request, reply), input);
+      const result = await transcribe(app.ctx, requestContext(request, reply), input);
       if (result.format === "text") return reply.type("text/plain; charset=utf-8").send(result.body);
       return result.body;
     },

@@ -1,4 +1,4 @@
-import { FormatRegistry, Type, type Static } from "@sinclair/typebox";
+import { FormatRegistry, Type, type Static, type TSchema } from "@sinclair/typebox";
 import { whisperLanguages } from "./languages.ts";
 
 // OpenAPI's marker for file parts; the form reader stands a placeholder string in for the streamed file.
@@ -66,3 +66,6 @@ export type TranscriptionResponse =
   | { format: "json"; body: TranscriptionJson }
   | { format: "text"; body: string }
   | { format: "verbose_json"; body: TranscriptionVerbose };
+
+/** This feature's shared schemas: routes refer to them by `$id`, and the OpenAPI document lists them as components. */
+export const transcriptionSchemas: TSchema[] = [TranscriptionJson, TranscriptionVerbose];

@@ -1,5 +1,6 @@
 import type { AppContext } from "../../app-context.ts";
-import { runInference, type RequestScope } from "../inference.ts";
+import { runInference } from "../inference.ts";
+import type { RequestContext } from "../request-context.ts";
 import type { TranscribeRequest } from "../../engines/engine.ts";
 import { languageName } from "./languages.ts";
 import type { TranscriptionInput, TranscriptionResponse } from "./transcription.schema.ts";
@@ -11,15 +12,16 @@ import type { TranscriptionInput, TranscriptionResponse } from "./transcription.
  *
  * Usage: prompt_tokens = audio seconds (rounded up), completion_tokens = generated text tokens.
  */
-export async function transcribe(ctx: AppContext, scope: RequestScope, input: TranscriptionInput): Promise<TranscriptionResponse> {
+export async function transcribe(ctx: AppContext, request: RequestContext, input: TranscriptionInput): Promise<TranscriptionResponse> {
   const req: TranscribeRequest = { file: input.file, language: input.language, prompt: input.prompt, temperature: input.temperature };
-  const transcript = await runInference(ctx, scope, {
+  const transcript = await runInference(ctx, request, {
     model: input.model,
+    port: "transcriptions",
     input: { kind: "transcriptions" },
-    prepare: (engine, signal) => engine.prepareTranscribe!(req, signal),
+    prepare: (transcriptions, signal) => transcriptions.prepareTranscribe(req, signal),
     // One slot per window of the recording, run side by side (the scheduler gives at most the model's parallel).
     slots: (prepared) => prepared.windows,
-    run: (engine, prepared, signal, lease) => engine.transcribe!(req, prepared, signal, lease.slots),
+    run: (transcriptions, prepared, signal, lease) => transcriptions.transcribe(req, prepared, signal, lease.slots),
     usage: (t) => ({ promptTokens: Math.ceil(t.duration ?? 0), completionTokens: t.completionTokens }),
   });
 

@@ -1,0 +1,187 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { spawn, type ChildProcess } from "node:child_process";
+import { Agent } from "undici";
+import OpenAI from "openai";
+import YAML from "yaml";
+import { testConfig } from "./config.ts";
+import { buildConfig } from "../src/config/load-config.ts";
+import type { AppConfig } from "../src/config/app-config.ts";
+import { buildServer, type Server, type ServerOptions } from "../src/server.ts";
+import { createKey, type CreateKeyOptions } from "./keys.ts";
+
+export const repoRoot = path.resolve(import.meta.dirname, "..");
+export const modelsDir = path.resolve(repoRoot, "../shared/models");
+export const cliPath = path.join(repoRoot, "bin/modelgate.js");
+
+export type TlsFetch = (input: string, init?: RequestInit) => Promise<Response>;
+
+/** A fetch that trusts exactly the server's certificate (TLS verification stays on). */
+export function trustingFetch(ca: string): { fetch: TlsFetch; agent: Agent } {
+  const agent = new Agent({ connect: { ca } });
+  const tlsFetch: TlsFetch = (input, init) => fetch(input, { ...init, dispatcher: agent } as RequestInit);
+  return { fetch: tlsFetch, agent };
+}
+
+/** Options of the one request helper: the key (Bearer), extra headers, an abort signal. */
+export interface RequestOptions {
+  key?: string;
+  headers?: Record<string, string>;
+  signal?: AbortSignal;
+  method?: string;
+}
+
+/** The one request helper: JSON (or FormData) POSTs and GETs against an origin, with a key as Bearer token. */
+export function requester(tlsFetch: TlsFetch, origin: string): Pick<TestServer, "post" | "get"> {
+  const headersOf = (options: RequestOptions, json: boolean) => ({
+    ...(options.key ? { authorization: `Bearer ${options.key}` } : {}),
+    ...(json ? { "content-type": "application/json" } : {}),
+    ...options.headers,
+  });
+  return {
+    post: (target, body, options = {}) => {
+      const form = body instanceof FormData;
+      return tlsFetch(`${origin}${target}`, {
+        method: options.method ?? "POST",
+        headers: headersOf(options, !form),
+        body: form ? body : JSON.stringify(body),
+        signal: options.signal,
+      });
+    },
+    get: (target, options = {}) => tlsFetch(`${origin}${target}`, { method: options.method ?? "GET", headers: headersOf(options, false), signal: options.signal }),
+  };
+}
+
+export interface TestServer {
+  config: AppConfig;
+  server: Server;
+  origin: string;
+  baseURL: string;
+  ca: string;
+  fetch: TlsFetch;
+  /**
+   * POSTs to a path on this server (`/v1/chat/completions`): a FormData body goes as multipart, anything else as
+   * JSON; `key` is sent as a Bearer token.
+   */
+  post(path: string, body: unknown, options?: RequestOptions): Promise<Response>;
+  /** GET (or `method`) without a body. */
+  get(path: string, options?: RequestOptions): Promise<Response>;
+  /** The official openai client pointed at this server; retries off unless asked for. */
+  openai(apiKey: string, options?: { maxRetries?: number; timeout?: number }): OpenAI;
+  /** Creates an account and key in this server's store. */
+  createKey(options?: CreateKeyOptions): Promise<{ key: string; id: string; accountId: string }>;
+  close(): Promise<void>;
+}
+
+export function tempDir(prefix = "modelgate-test-"): string {
+  return mkdtempSync(path.join(tmpdir(), prefix));
+}
+
+/** Starts the real server in-process over TLS on a random port, with a fresh data dir. */
+export async function startServer(rawConfig: Record<string, unknown> = {}, options: ServerOptions & { dataDir?: string } = {}): Promise<TestServer> {
+  const dataDir = options.dataDir ?? tempDir();
+  const withData = { dataDir, ...rawConfig, server: { host: "127.0.0.1", port: 0, ...(rawConfig.server as object | undefined) } };
+  const configFile = path.join(repoRoot, "test/config.yaml");
+  const config = options.engines ? buildConfig(withData, configFile, options.engines) : testConfig(withData, configFile);
+  const server = await buildServer(config, { logger: false, ...options });
+  const port = await server.listen();
+  await server.ctx.catalog.loadEager();
+  const origin = `https://127.0.0.1:${port}`;
+  const { fetch: tlsFetch, agent } = trustingFetch(server.tls.cert);
+  return {
+    config,
+    server,
+    origin,
+    baseURL: `${origin}/v1`,
+    ca: server.tls.cert,
+    fetch: tlsFetch,
+    ...requester(tlsFetch, origin),
+    openai: (apiKey, clientOptions = {}) =>
+      new OpenAI({
+        apiKey,
+        baseURL: `${origin}/v1`,
+        maxRetries: clientOptions.maxRetries ?? 0,
+        timeout: clientOptions.timeout ?? 60_000,
+        fetchOptions: { dispatcher: agent } as never,
+      }),
+    createKey: (keyOptions) => createKey(config, keyOptions ?? {}),
+    async close() {
+      await server.close();
+      await agent.close();
+      if (!options.dataDir) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface SpawnedServer {
+  child: ChildProcess;
+  origin: string;
+  stdout: string[];
+  stderr: string[];
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/**
+ * Writes a YAML config and starts `modelgate serve` as a separate process; resolves at its `listening` line.
+ * `entry` is the CLI script: the sources through tsx by default, or a compiled build's dist/cli/run.js.
+ */
+export async function spawnServer(
+  rawConfig: Record<string, unknown>,
+  dir: string,
+  extraArgs: string[] = [],
+  env: NodeJS.ProcessEnv = {},
+  entry = cliPath,
+): Promise<SpawnedServer> {
+  const configFile = path.join(dir, `config-${Math.random().toString(36).slice(2)}.yaml`);
+  writeFileSync(configFile, YAML.stringify(rawConfig));
+  const child = spawn(process.execPath, [entry, "serve", "--config", configFile, "--port", "0", ...extraArgs], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const stdout: string[] = [];
+  const stderr: string[] = [];
+  child.stderr!.setEncoding("utf8").on("data", (d: string) => stderr.push(d));
+  const origin = await new Promise<string>((resolve, reject) => {
+    let buffer = "";
+    child.stdout!.setEncoding("utf8").on("data", (d: string) => {
+      buffer += d;
+      stdout.push(d);
+      const match = /listening (https:\/\/\S+)/.exec(buffer);
+      if (match) resolve(match[1]);
+    });
+    child.once("exit", (code) => reject(new Error(`server exited with ${code} before listening:\n${stderr.join("")}`)));
+    setTimeout(() => reject(new Error(`server did not start in time:\n${stderr.join("")}`)), 60_000).unref();
+  });
+  return {
+    child,
+    origin,
+    stdout,
+    stderr,
+    stop(signal = "SIGTERM") {
+      if (child.exitCode !== null) return Promise.resolve(child.exitCode);
+      return new Promise((resolve) => {
+        child.once("exit", (code) => resolve(code));
+        child.kill(signal);
+      });
+    },
+  };
+}
+
+/** Runs the CLI to completion and returns its exit code and output. */
+export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, entry = cliPath): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [entry, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (d) => (stdout += d));
+    child.stderr.setEncoding("utf8").on("data", (d) => (stderr += d));
+    child.once("exit", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+export function writeConfig(dir: string, raw: Record<string, unknown> | string, name = "config.yaml"): string {
+  const file = path.join(dir, name);
+  writeFileSync(file, typeof raw === "string" ? raw : YAML.stringify(raw));
+  return file;
+}

@@ -1,0 +1,145 @@
+import type { LlamaContextSequence } from "node-llama-cpp";
+
+type TokenIterator = AsyncGenerator<unknown, unknown, unknown>;
+type Step = { value: unknown; inner: TokenIterator; sequenceId: number; resolve: (r: IteratorResult<unknown>) => void; reject: (e: unknown) => void };
+
+/**
+ * Makes every decode of a context carry the next token of every sequence that is generating, in one llama.cpp pass,
+ * as llama-server's loop does. Without it, node-llama-cpp decodes whatever sequences have queued a token when its
+ * dispatcher looks; each sequence samples in its own native job and queues its next token as soon as its own
+ * sample is back, so the last one back always missed the decode (4 sequences: every decode carried 3 tokens). And
+ * with one KV stream per sequence, llama.cpp computes a batch in one pass only over runs of consecutive, increasing
+ * sequence ids in batch order (llama_batch_allocr::split_equal), while node-llama-cpp's batch order is the order in
+ * which the sequences asked: mostly one pass over the weights per token.
+ *
+ * The gate holds a sequence's request for its next token until no token of the current step is still on its way
+ * and every open generation has asked (or one event-loop turn has passed, so a generation busy with something
+ * else holds no one back); then it passes the requests on together, in sequence-id order, on the next turn
+ * (requests arriving before then join them; node-llama-cpp queues them in that order and dispatches after).
+ * A single open generation goes straight through.
+ */
+export class Lockstep {
+  /** Open token iterators (generations in progress). */
+  private open = 0;
+  /** Requests passed on to node-llama-cpp and not answered yet (their tokens are being decoded or sampled). */
+  private inFlight = 0;
+  /** Requests holding for the current step to complete. */
+  private waiting: Step[] = [];
+  /** Requests released, to be passed on together at the next turn; non-null while that turn is pending. */
+  private releasing: Step[] | null = null;
+  private fallback: NodeJS.Immediate | null = null;
+  /** Steps passed on, and the requests in them (their ratio is the tokens per decode). */
+  private steps = 0;
+  private requests = 0;
+
+  /** Open generations (zero once every request has ended, aborted or not), steps and requests passed on. */
+  get stats(): { generations: number; steps: number; tokens: number } {
+    return { generations: this.open, steps: this.steps, tokens: this.requests };
+  }
+
+  /**
+   * Routes the sequence's token iterators (LlamaChat's and the logprobs loop's) through the gate. `sequenceId` is
+   * the sequence's id in its context: node-llama-cpp gives a fresh context's sequences 0, 1, 2... in the order
+   * `getSequence()` is called (the id itself is not public).
+   */
+  attach(sequence: LlamaContextSequence, sequenceId: number): void {
+    const evaluateWithMetadata = sequence.evaluateWithMetadata.bind(sequence);
+    sequence.evaluateWithMetadata = ((...args: Parameters<typeof evaluateWithMetadata>) =>
+      this.wrap(evaluateWithMetadata(...args) as TokenIterator, sequenceId)) as typeof sequence.evaluateWithMetadata;
+  }
+
+  private wrap(inner: TokenIterator, sequenceId: number): TokenIterator {
+    let closed = false;
+    this.open++;
+    const close = () => {
+      if (closed) return;
+      closed = true;
+      this.open--;
+      // A request still held for this iterator ends with it.
+      for (const step of this.waiting.filter((s) => s.inner === inner)) step.resolve({ done: true, value: undefined });
+      this.waiting = this.waiting.filter((s) => s.inner !== inner);
+      this.check();
+    };
+    const gated: TokenIterator = {
+      next: (value?: unknown) => {
+        if (closed) return inner.next(value);
+        return new Promise<IteratorResult<unknown>>((resolve, reject) => {
+          const step: Step = {
+            value,
+            inner,
+            sequenceId,
+            resolve: (r) => {
+              if (r.done) close();
+              resolve(r);
+            },
+            reject: (err) => {
+              close();
+              reject(err);
+            },
+          };
+          if (this.releasing) this.releasing.push(step);
+          else if (this.open === 1 && this.inFlight === 0) this.passOn([step]);
+          else {
+            this.waiting.push(step);
+            this.check();
+          }
+        });
+      },
+      return: (value?: unknown) => {
+        close();
+        return inner.return(value);
+      },
+      throw: (err?: unknown) => {
+        close();
+        return inner.throw(err);
+      },
+      [Symbol.asyncIterator]() {
+        return gated;
+      },
+    };
+    return gated;
+  }
+
+  /** Releases the held requests when the step is complete: nothing in flight or releasing, and everyone asked. */
+  private check(): void {
+    if (this.inFlight > 0 || this.releasing || this.waiting.length === 0) return;
+    if (this.waiting.length >= this.open) return this.release();
+    // Someone is busy with something else: give it this event-loop turn, then go without it.
+    this.fallback ??= setImmediate(() => {
+      this.fallback = null;
+      if (this.inFlight === 0 && !this.releasing && this.waiting.length > 0) this.passOn(this.waiting.splice(0));
+    });
+  }
+
+  private release(): void {
+    const steps = this.waiting;
+    this.waiting = [];
+    this.releasing = steps;
+    setImmediate(() => {
+      this.releasing = null;
+      this.passOn(steps);
+    });
+  }
+
+  private passOn(steps: Step[]): void {
+    // In sequence order: node-llama-cpp queues them in the order asked (each takes the same path from here).
+    steps.sort((a, b) => a.sequenceId - b.sequenceId);
+    this.steps++;
+    this.requests += steps.length;
+    for (const step of steps) {
+      this.inFlight++;
+      step.inner.next(step.value).then(
+        (r) => {
+          this.inFlight--;
+          step.resolve(r);
+          this.check();
+        },
+        (err: unknown) => {
+          this.inFlight--;
+          step.reject(err);
+          this.check();
+        },
+      );
+    }
+  }
+}

@@ -1,0 +1,140 @@
+import type { AppContext } from "../../app-context.ts";
+import type { ChatPort, ChatRequest, FinishReason, PreparedChat } from "../../engines/engine.ts";
+import type { AppError } from "../../errors/app-error.ts";
+import { DeadlineExceeded, isClientDisconnect } from "../../errors/aborts.ts";
+import { toAppError } from "../../errors/to-app-error.ts";
+import type { SseStream } from "../../http/sse.ts";
+import { runInference } from "../inference.ts";
+import type { RequestContext } from "../request-context.ts";
+import { Accumulator } from "./accumulator.ts";
+import { GenerationTimer } from "./generation-timer.ts";
+import { StreamBatcher, type OutputDelta } from "./stream-batcher.ts";
+
+/*
+ * A chat generation run through the scheduler, for every wire format that generates (chat completions, the
+ * Responses API): collected to its end, or streamed into the format's writer.
+ */
+
+/** A generation run to its end: the collected output, and when it started (the wire's `created`). */
+export interface CollectedChat {
+  output: Accumulator;
+  created: number;
+}
+
+/** Runs a chat request to its end through the scheduler and collects its output (non-streaming wire formats). */
+export async function collectChat(ctx: AppContext, request: RequestContext, model: string, chatReq: ChatRequest): Promise<CollectedChat> {
+  const req = { ...chatReq, buffered: true };
+  let created = 0;
+  const output = await runInference(ctx, request, {
+    model,
+    port: "chat",
+    chat: req,
+    input: { kind: "chat", req },
+    prepare: (chat, signal) => chat.prepareChat(req, signal),
+    run: async (chat, prepared, signal) => {
+      created = Math.floor(Date.now() / 1000);
+      const acc = new Accumulator();
+      const timer = new GenerationTimer(ctx.metrics, model, request);
+      try {
+        for await (const delta of chat.chat(req, prepared, signal)) {
+          if (delta.type !== "done") timer.piece();
+          acc.add(delta);
+        }
+        timer.finish(acc.completionTokens);
+      } catch (err) {
+        if (!(err instanceof DeadlineExceeded)) throw err;
+        acc.endAtDeadline(prepared.promptTokens);
+      }
+      return acc;
+    },
+    usage: (acc) => ({ promptTokens: acc.promptTokens, completionTokens: acc.completionTokens }),
+  });
+  return { output, created };
+}
+
+/** How a wire format writes a streamed generation; the runner below decides when each call happens. */
+export interface ChatStreamWriter {
+  /** Before the first delta (or at the end, when the generation produced none). */
+  start(): void;
+  /** Coalesced output (stream-batcher.ts). */
+  delta(delta: OutputDelta): void;
+  /** The generation ended: the closing events, then the stream ends. `output` holds the whole output and its usage. */
+  finish(reason: FinishReason, output: Accumulator): void;
+  /** An error after the stream began: the format's error event, then the stream ends. */
+  fail(error: AppError): void;
+}
+
+/**
+ * Streams a chat request through the scheduler into a wire format's writer (§6). Nothing is written until the
+ * first delta (or a keep-alive while queued), so any error before it is a normal JSON error (thrown to the error
+ * handler); after it, errors go to `writer.fail`, and an unexpected one is logged here, once, with the request id.
+ */
+export async function streamChatTo(ctx: AppContext, request: RequestContext, model: string, req: ChatRequest, sse: SseStream, writer: ChatStreamWriter): Promise<void> {
+  const failStream = (err: unknown) => {
+    const { appError, unexpected, disconnected } = toAppError(err);
+    // A client that left has no error code: nobody was answered one.
+    if (request.outcome && !disconnected) request.outcome.errorCode = appError.code;
+    if (isClientDisconnect(err)) request.log.debug("client disconnected during the stream");
+    else if (unexpected) request.log.error({ err }, "chat stream failed after the response was committed");
+    writer.fail(appError);
+  };
+
+  const run = async (chat: ChatPort, prepared: PreparedChat, signal: AbortSignal) => {
+    const acc = new Accumulator();
+    const timer = new GenerationTimer(ctx.metrics, model, request);
+    let started = false;
+    const batcher = new StreamBatcher((delta) => writer.delta(delta));
+    const finish = (reason: FinishReason) => {
+      batcher.flush();
+      writer.finish(reason, acc);
+    };
+    try {
+      for await (const delta of chat.chat(req, prepared, signal)) {
+        acc.add(delta);
+        if (delta.type === "done") break;
+        timer.piece();
+        if (!started) {
+          started = true;
+          writer.start();
+        }
+        batcher.add(delta);
+      }
+      if (!started) {
+        started = true;
+        writer.start();
+      }
+      finish(acc.finishReason ?? "stop");
+      timer.finish(acc.completionTokens);
+    } catch (err) {
+      // Before the first delta, a deadline is 503 overloaded (the error handler's answer): nothing was produced.
+      if (err instanceof DeadlineExceeded && started) {
+        acc.endAtDeadline(prepared.promptTokens);
+        finish("length");
+      } else if (sse.committed || started) {
+        batcher.flush();
+        failStream(err);
+      } else {
+        throw err;
+      }
+    }
+    return started ? { promptTokens: acc.promptTokens || prepared.promptTokens, completionTokens: acc.completionTokens || acc.pieces } : null;
+  };
+
+  try {
+    await runInference(ctx, request, {
+      model,
+      port: "chat",
+      chat: req,
+      input: { kind: "chat", req },
+      prepare: (chat, signal) => chat.prepareChat(req, signal),
+      // Waiting in the queue: `: keep-alive` comments every 15 s keep proxies from closing the connection.
+      onQueued: () => sse.keepAliveUntilFirstFrame(),
+      run,
+      usage: (usage) => usage,
+    });
+  } catch (err) {
+    if (sse.committed) return failStream(err);
+    sse.dispose();
+    throw err;
+  }
+}

@@ -1,0 +1,46 @@
+import swagger from "@fastify/swagger";
+import type { FastifyInstance, FastifySchema } from "fastify";
+import type { TSchema } from "@sinclair/typebox";
+import { ErrorEnvelope } from "../../errors/error.schema.ts";
+import { securitySchemes } from "../../auth/openapi-security.ts";
+
+/**
+ * Registers the shared schemas and @fastify/swagger, which builds the OpenAPI 3.1 document from the routes' own
+ * TypeBox schemas (request bodies, every response, operationIds, tags, and `security`, which each scope stamps on
+ * its routes). `schemas` are the features' shared schemas (features/index.ts): routes refer to them by `$id`,
+ * Fastify validates and serialises with them, and the document lists them under `components.schemas`. Call before
+ * any route is added.
+ */
+export async function registerOpenApi(app: FastifyInstance, schemas: TSchema[]): Promise<void> {
+  for (const schema of [ErrorEnvelope, ...schemas]) app.addSchema(schema);
+  await app.register(swagger, {
+    openapi: {
+      openapi: "3.1.0",
+      info: {
+        title: "Modelgate inference API",
+        version: "1",
+        description: "OpenAI-style chat, embeddings, transcription and rerank (the spec's §4), plus the admin API.",
+      },
+      servers: [{ url: "/" }],
+      tags: [
+        { name: "models", description: "§4.1" },
+        { name: "chat", description: "§4.2, streaming §6" },
+        { name: "embeddings", description: "§4.3" },
+        { name: "audio", description: "§4.4" },
+        { name: "rerank", description: "§4.5" },
+        { name: "admin", description: "Accounts, keys, members, usage, the audit log and models (admin token, or a console session by role)" },
+        { name: "console", description: "The web console's sign-in (§2.9): members and operators, sessions, invites, TOTP, OpenID Connect" },
+        { name: "health", description: "Liveness and readiness (no credentials)" },
+      ],
+      components: { securitySchemes: { ...securitySchemes } },
+    },
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
+    transform: ({ schema, url }) => {
+      const documented = { ...(schema as FastifySchema & Record<string, unknown>) };
+      // A multipart form is read part by part, not validated as a body, so it is documented from its own schema.
+      if (documented.multipartBody) documented.body = documented.multipartBody;
+      delete documented.multipartBody;
+      return { schema: documented as FastifySchema, url };
+    },
+  });
+}

@@ -1,0 +1,44 @@
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from "fastify";
+import type { AuthContext } from "../auth/auth-context.ts";
+import type { Endpoint } from "../config/config.schema.ts";
+import type { RequestOutcome } from "../http/request-outcome.ts";
+import { requestSignal } from "../http/request-signal.ts";
+
+declare module "fastify" {
+  interface FastifyContextConfig {
+    /** Which plan endpoint a /v1 route belongs to (key grants, usage). */
+    endpoint?: Endpoint;
+  }
+}
+
+/** What a route hands an inference service about its request. */
+export interface RequestContext {
+  auth: AuthContext;
+  /** The endpoint the route belongs to (its `config.endpoint`): grants and usage are per endpoint. */
+  endpoint: Endpoint;
+  /** The request's logger (it carries the request id). */
+  log: FastifyBaseLogger;
+  /** The request's AbortSignal: the client disconnecting or the deadline (the model's requestTimeout) aborts it. */
+  signalFor(deadlineMs: number): AbortSignal;
+  /** Milliseconds since the request arrived. */
+  elapsedMs(): number;
+  /** What the access log and metrics learn about the request (model, tokens, TTFT, error code). */
+  outcome: RequestOutcome | null;
+  /** The request's headers, for a client's W3C trace context (`traceparent`). */
+  headers: Record<string, string | string[] | undefined>;
+}
+
+/** The context of an authenticated /v1 request (the auth hook has run). */
+export function requestContext(request: FastifyRequest, reply: FastifyReply): RequestContext {
+  const endpoint = request.routeOptions.config.endpoint;
+  if (!endpoint) throw new Error(`route ${request.routeOptions.url} declares no config.endpoint`);
+  return {
+    auth: request.auth!,
+    endpoint,
+    log: request.log,
+    signalFor: (deadlineMs) => requestSignal(request, reply, deadlineMs),
+    elapsedMs: () => reply.elapsedTime,
+    outcome: request.outcome,
+    headers: request.headers,
+  };
+}

@@ -1,0 +1,17 @@
+import type { Endpoint } from "../config/config.schema.ts";
+
+/** One completed request's token counts, recorded per key, model and endpoint. */
+export interface UsageEvent {
+  keyId: string;
+  accountId: string;
+  model: string;
+  endpoint: Endpoint;
+  promptTokens: number;
+  completionTokens: number;
+}
+
+/** Takes usage off the hot path; implementations batch their writes. */
+export interface UsageSink {
+  record(event: UsageEvent): void;
+  flush(): Promise<void>;
+}

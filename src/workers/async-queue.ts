@@ -1,0 +1,44 @@
+/**
+ * Turns callbacks into an AsyncIterable: the producer pushes items and finishes or fails once; one consumer
+ * iterates. Unbounded: its producers are bounded (a generation by its max_tokens, a worker task by its input).
+ * The llama engine's deltas and the worker pool's streamed events go through it.
+ */
+export class AsyncQueue<T> implements AsyncIterable<T> {
+  private readonly items: T[] = [];
+  private ended = false;
+  private error: unknown = null;
+  private wake: (() => void) | null = null;
+
+  push(item: T): void {
+    if (this.ended) return;
+    this.items.push(item);
+    this.notify();
+  }
+
+  end(error: unknown = null): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.error = error;
+    this.notify();
+  }
+
+  private notify(): void {
+    const wake = this.wake;
+    this.wake = null;
+    wake?.();
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<T> {
+    for (;;) {
+      if (this.items.length > 0) {
+        yield this.items.shift()!;
+        continue;
+      }
+      if (this.ended) {
+        if (this.error !== null) throw this.error;
+        return;
+      }
+      await new Promise<void>((resolve) => (this.wake = resolve));
+    }
+  }
+}

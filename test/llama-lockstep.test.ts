@@ -1,0 +1,108 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import type { LlamaContextSequence } from "node-llama-cpp";
+import { Lockstep } from "../src/engines/llama/lockstep.ts";
+
+/**
+ * The llama engine's lockstep gate, on stand-in token iterators (the sequence's `evaluateWithMetadata`): requests
+ * for the next token are let through together once every open generation has asked, so node-llama-cpp decodes
+ * them in one batch. The engine-level proof (tokens per llama_decode with real streams) is in stream-chat.test.ts.
+ */
+
+/** A sequence whose token iterator records when each token was requested (the moment its decode is queued). */
+function standIn(log: string[], name: string): LlamaContextSequence {
+  const sequence = {
+    evaluateWithMetadata() {
+      let n = 0;
+      return (async function* () {
+        for (;;) {
+          log.push(`${name}${n}`);
+          await new Promise((r) => setTimeout(r, 2));
+          yield { token: n++ };
+        }
+      })();
+    },
+  };
+  return sequence as unknown as LlamaContextSequence;
+}
+
+const tick = () => new Promise((r) => setImmediate(r));
+
+test("a single generation never waits for the gate", async () => {
+  const log: string[] = [];
+  const gate = new Lockstep();
+  const sequence = standIn(log, "a");
+  gate.attach(sequence, 0);
+  const it = sequence.evaluateWithMetadata([], {});
+  const pending = it.next();
+  await Promise.resolve();
+  assert.deepEqual(log, ["a0"], "the request reached the sequence in the same turn");
+  await pending;
+  await it.return(undefined);
+  assert.equal(gate.stats.generations, 0);
+});
+
+test("the next tokens of all open generations are requested together, after the last one asked", async () => {
+  const log: string[] = [];
+  const gate = new Lockstep();
+  const sequences = ["a", "b", "c", "d"].map((name) => standIn(log, name));
+  sequences.forEach((s, id) => gate.attach(s, id));
+  const iterators = sequences.map((s) => s.evaluateWithMetadata([], {}));
+  // Each consumer asks for its next token as soon as it has the previous one, at different moments.
+  await Promise.all(
+    iterators.map(async (it, i) => {
+      for (let step = 0; step < 5; step++) {
+        await it.next();
+        for (let k = 0; k < i; k++) await Promise.resolve();
+      }
+    }),
+  );
+  for (const it of iterators) await it.return(undefined);
+  // Steps 1..4 are requested as one group each: no sequence's request runs ahead into the middle of a step.
+  const steps = log.slice(4).map((entry) => Number(entry.slice(1)));
+  for (let i = 0; i < steps.length; i += 4) assert.deepEqual(steps.slice(i, i + 4), [1, 1, 1, 1].map((v) => v + i / 4), log.join(" "));
+  assert.equal(gate.stats.generations, 0);
+  assert.ok(gate.stats.tokens / gate.stats.steps >= 3.5, `${gate.stats.tokens} tokens in ${gate.stats.steps} steps`);
+});
+
+test("a generation that stops asking holds the others back one event-loop turn at most", async () => {
+  const log: string[] = [];
+  const gate = new Lockstep();
+  const [a, b] = [standIn(log, "a"), standIn(log, "b")];
+  gate.attach(a, 0);
+  gate.attach(b, 1);
+  const itA = a.evaluateWithMetadata([], {});
+  const itB = b.evaluateWithMetadata([], {});
+  await Promise.all([itA.next(), itB.next()]);
+  // b keeps its iterator open but does something else for a while; a goes on alone.
+  const started = performance.now();
+  for (let i = 0; i < 5; i++) await itA.next();
+  assert.ok(performance.now() - started < 1000);
+  assert.deepEqual(log.filter((e) => e.startsWith("b")), ["b0"]);
+  await tick();
+  // When b comes back it joins a's steps again.
+  await Promise.all([itA.next(), itB.next()]);
+  await itA.return(undefined);
+  await itB.return(undefined);
+  assert.equal(gate.stats.generations, 0);
+});
+
+test("a generation closed while its request waits ends that request and frees its place", async () => {
+  const log: string[] = [];
+  const gate = new Lockstep();
+  const [a, b] = [standIn(log, "a"), standIn(log, "b")];
+  gate.attach(a, 0);
+  gate.attach(b, 1);
+  const itA = a.evaluateWithMetadata([], {});
+  const firstA = itA.next(); // alone: in flight at once
+  await tick(); // past the turn in which later requests would join a's step
+  const itB = b.evaluateWithMetadata([], {});
+  const waitingB = itB.next(); // waits for a's token
+  await itB.return(undefined);
+  assert.deepEqual(await waitingB, { done: true, value: undefined });
+  await firstA;
+  assert.equal(gate.stats.generations, 1);
+  await itA.next(); // alone now: not held back
+  await itA.return(undefined);
+  assert.equal(gate.stats.generations, 0);
+});
