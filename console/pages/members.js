@@ -69,7 +69,7 @@ export function MembersPage({ accountId, accountName, canManage, me }) {
       <thead><tr><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Expires</th><th scope="col">Invited by</th>${canManage && html`<th scope="col">Actions</th>`}</tr></thead>
       <tbody>${list.invites.map((i) => html`<tr><th scope="row">${i.email}</th><td>${i.role}</td><td>${formatDate(i.expiresAt)}</td><td>${i.createdByEmail ?? "admin token or CLI"}</td>
         ${canManage && html`<td><button type="button" onClick=${act(() => api.withdrawInvite(i.id))} aria-label=${`Withdraw the invite for ${i.email}`}>Withdraw</button></td>`}</tr>`)}</tbody>
-    </table>`}`}
+    </table>`}
     ${canManage && html`<form class="panel" onSubmit=${invite} aria-labelledby="invite-title">
       <h2 id="invite-title">Invite ${accountId ? "a member" : "an operator"}</h2>
       <${Field} id="invite-email" label="Email" type="email" value=${form.email} onInput=${(v) => setForm({ ...form, email: v })} required />
