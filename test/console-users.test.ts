@@ -219,6 +219,8 @@ test("issue 33 sessions: an id planted before sign-in is not kept; a change from
   assert.match(res.headers.getSetCookie().join("\n"), /__Host-modelgate_console=[\w-]{43}; Max-Age=\d+; Path=\/; HttpOnly; Secure; SameSite=Strict/);
   assert.equal((await srv.get("/admin/v1/keys", { headers: { cookie: `${sessionCookie}=${planted}` } })).status, 401);
 
+  const crossSiteSignIn = await signInRequest(srv.fetch, srv.origin, "owner@alpha-corp.example", testPassword, {}, { origin: "https://evil.example", "x-forwarded-for": "198.51.100.4" });
+  assert.deepEqual([crossSiteSignIn.status, setCookieValue(crossSiteSignIn)], [401, null], "a sign-in posted by another site");
   const body = { account: a.account.id, name: "csrf" };
   const noToken = await srv.post("/admin/v1/keys", body, { headers: { cookie: `${sessionCookie}=${session.cookie}` } });
   assert.deepEqual(await errorOf(noToken), { status: 401, type: "authentication_error", code: "invalid_api_key", param: null });

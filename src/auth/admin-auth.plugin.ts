@@ -74,7 +74,7 @@ export async function authenticateAdmin(request: FastifyRequest, reply: FastifyR
 const safeMethods = new Set(["GET", "HEAD", "OPTIONS"]);
 
 /** Whether an Origin header, when the browser sent one, is this server's own (a cross-site page's is not). */
-function sameOrigin(request: FastifyRequest): boolean {
+export function sameOrigin(request: FastifyRequest): boolean {
   const origin = request.headers.origin;
   if (origin === undefined) return true;
   try {

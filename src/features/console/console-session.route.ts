@@ -1,5 +1,5 @@
 import { Type, type Static } from "@sinclair/typebox";
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import "@fastify/cookie";
 import { consoleCookie } from "../../auth/console-sessions.ts";
 import { verifyPassword, maxPasswordLength } from "../../auth/password.ts";
@@ -8,7 +8,7 @@ import { acceptInvite, usableInvite } from "../../auth/console-users.ts";
 import { errorResponses } from "../../errors/error.schema.ts";
 import { AppError } from "../../errors/app-error.ts";
 import { LifecycleError } from "../../keys/lifecycle.ts";
-import { authenticateSession, storeCall } from "../../auth/admin-auth.plugin.ts";
+import { authenticateSession, sameOrigin, storeCall } from "../../auth/admin-auth.plugin.ts";
 import { consoleLogin } from "../../auth/openapi-security.ts";
 import { isOperatorRole, normalizeEmail } from "../../auth/principal.ts";
 import { cookieOptions, sessionAnswer, signIn } from "./console-sign-in.ts";
@@ -40,6 +40,14 @@ const tags = ["console"];
 const session = { schema: { tags }, onRequest: authenticateSession } as const;
 
 /**
+ * A sign-in posted by another site's page is refused (login CSRF: a victim signed in to the attacker's user). Its
+ * JSON body already needs a CORS preflight no other origin passes; this says so outright.
+ */
+async function refuseCrossOrigin(request: FastifyRequest): Promise<void> {
+  if (!sameOrigin(request)) throw new AppError("invalid_api_key", { message: "A sign-in must come from the console's own origin." });
+}
+
+/**
  * The console's sign-in (spec §2.9): members and local operators by email and password (and TOTP when on), an
  * invite or reset link to set a password, the session's CSRF token, sign-out here or everywhere. Operators with
  * OIDC configured sign in through console-oidc.route.ts. Sessions: auth/console-sessions.ts.
@@ -55,7 +63,7 @@ export default async function consoleSessionRoutes(app: FastifyInstance): Promis
 
   app.post<{ Body: Static<typeof LoginBody> }>(
     "/console/api/login",
-    { schema: { operationId: "consoleLogin", tags, summary: "Sign in with email and password (and TOTP code): sets the session cookie", body: LoginBody, response: { 200: Type.Ref(SessionAnswer), ...errorResponses(400, 401, 413, 429, 503) } } },
+    { onRequest: refuseCrossOrigin, schema: { operationId: "consoleLogin", tags, summary: "Sign in with email and password (and TOTP code): sets the session cookie", body: LoginBody, response: { 200: Type.Ref(SessionAnswer), ...errorResponses(400, 401, 413, 429, 503) } } },
     async (request, reply) => {
       const email = normalizeEmail(request.body.email);
       const source = request.clientIp;
@@ -134,7 +142,7 @@ export default async function consoleSessionRoutes(app: FastifyInstance): Promis
 
   app.post<{ Body: Static<typeof AcceptBody> }>(
     "/console/api/invites/accept",
-    { schema: { operationId: "consoleInviteAccept", tags, summary: "Use an invite or reset link: set the password and sign in", body: AcceptBody, response: { 200: Type.Ref(SessionAnswer), ...errorResponses(400, 404, 413, 429, 503) } } },
+    { onRequest: refuseCrossOrigin, schema: { operationId: "consoleInviteAccept", tags, summary: "Use an invite or reset link: set the password and sign in", body: AcceptBody, response: { 200: Type.Ref(SessionAnswer), ...errorResponses(400, 404, 413, 429, 503) } } },
     async (request, reply) => {
       let user;
       try {
