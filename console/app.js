@@ -1,65 +1,81 @@
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, onSessionEnded, setCsrf } from "./api.js";
-import { html, Field, Notice } from "./ui.js";
+import { html } from "./ui.js";
 import { AccountsPage } from "./pages/accounts.js";
 import { AccountPage } from "./pages/account.js";
 import { UsagePage } from "./pages/usage.js";
 import { AuditPage } from "./pages/audit.js";
+import { MembersPage } from "./pages/members.js";
+import { LimitsPage } from "./pages/limits.js";
+import { SecurityPage } from "./pages/security.js";
+import { SignInPage, AcceptInvitePage } from "./pages/signin.js";
 
+/** The fragment as [page, ...args] and its query: #/accounts/acct_1/members?x=y. */
 function useRoute() {
-  const [hash, setHash] = useState(location.hash || "#/accounts");
+  const [hash, setHash] = useState(location.hash);
   useEffect(() => {
-    const onChange = () => setHash(location.hash || "#/accounts");
+    const onChange = () => setHash(location.hash);
     addEventListener("hashchange", onChange);
     return () => removeEventListener("hashchange", onChange);
   }, []);
-  return hash.slice(2).split("/").map(decodeURIComponent);
+  const [path, query = ""] = hash.slice(2).split("?");
+  return { parts: path.split("/").filter(Boolean).map(decodeURIComponent), query: new URLSearchParams(query) };
 }
 
-function Login({ onLogin, ended }) {
-  const [token, setToken] = useState("");
-  const [error, setError] = useState(null);
-  const submit = async (e) => {
-    e.preventDefault();
-    try {
-      const session = await api.login(token);
-      setToken("");
-      onLogin(session);
-    } catch (err) {
-      setError(err);
-    }
-  };
-  return html`<main id="main" class="login">
-    <h1>Modelgate console</h1>
-    <form onSubmit=${submit}>
-      <${Field} id="admin-token" label="Admin token" type="password" value=${token} onInput=${setToken} required
-        hint="The adminToken of this server's configuration. A login lasts 8 hours." autocomplete="current-password" />
-      <${Notice} error=${error} note=${ended ? "Your console login has ended: log in again." : null} />
-      <button type="submit" class="primary">Log in</button>
-    </form>
-  </main>`;
-}
-
-const sections = [
+const memberSections = (me) => [
+  ["keys", "API keys"],
+  ["usage", "Usage"],
+  ["limits", "Plan and limits"],
+  ...(me.role === "owner" ? [["members", "Members"]] : []),
+  ["audit", "Audit log"],
+  ["security", "Security"],
+];
+const operatorSections = [
   ["accounts", "Accounts"],
   ["usage", "Usage"],
   ["audit", "Audit log"],
+  ["operators", "Operators"],
+  ["security", "Security"],
 ];
 
-function Shell({ route, onLogout }) {
-  const [page, ...args] = route;
-  let content;
-  if (page === "accounts" && args[0]) content = html`<${AccountPage} id=${args[0]} />`;
-  else if (page === "usage") content = html`<${UsagePage} account=${args[0]} />`;
-  else if (page === "audit") content = html`<${AuditPage} account=${args[0]} />`;
-  else content = html`<${AccountsPage} />`;
+/** What a member sees: their own account only, and what their role allows. */
+function memberPage(me, page, setMe, signedOut) {
+  const account = me.accountId;
+  switch (page) {
+    case "usage": return html`<${UsagePage} account=${account} fixed=${true} />`;
+    case "limits": return html`<${LimitsPage} accountId=${account} />`;
+    case "members": return html`<${MembersPage} accountId=${account} accountName=${me.accountName} canManage=${me.role === "owner"} me=${me} />`;
+    case "audit": return html`<${AuditPage} account=${account} fixed=${true} />`;
+    case "security": return html`<${SecurityPage} me=${me} onChanged=${setMe} onSignedOut=${signedOut} />`;
+    default: return html`<${AccountPage} id=${account} me=${me} />`;
+  }
+}
+
+function operatorPage(me, [page, id, sub], setMe, signedOut) {
+  const admin = me.role === "operator-admin";
+  if (page === "accounts" && id && sub === "members") return html`<${MembersPage} accountId=${id} canManage=${admin} me=${me} />`;
+  if (page === "accounts" && id && sub === "limits") return html`<${LimitsPage} accountId=${id} />`;
+  if (page === "accounts" && id) return html`<${AccountPage} id=${id} me=${me} />`;
+  if (page === "usage") return html`<${UsagePage} account=${id} />`;
+  if (page === "audit") return html`<${AuditPage} account=${id} />`;
+  if (page === "operators") return html`<${MembersPage} accountId=${null} canManage=${admin} me=${me} />`;
+  if (page === "security") return html`<${SecurityPage} me=${me} onChanged=${setMe} onSignedOut=${signedOut} />`;
+  return html`<${AccountsPage} canCreate=${admin} />`;
+}
+
+function Shell({ me, route, setMe, onLogout, signedOut }) {
+  const member = me.kind === "member";
+  const sections = member ? memberSections(me) : operatorSections;
+  const page = route.parts[0] ?? sections[0][0];
+  const content = member ? memberPage(me, page, setMe, signedOut) : operatorPage(me, route.parts, setMe, signedOut);
   return html`<a class="skip" href="#main" onClick=${(e) => { e.preventDefault(); document.getElementById("main")?.focus(); }}>Skip to content</a>
     <header>
       <nav aria-label="Console">
-        <span class="brand">Modelgate</span>
+        <span class="brand">Modelgate${member ? html` · ${me.accountName}` : " · operators"}</span>
         <ul>${sections.map(([id, label]) => html`<li><a href=${`#/${id}`} aria-current=${page === id ? "page" : undefined}>${label}</a></li>`)}</ul>
-        <button type="button" onClick=${onLogout}>Log out</button>
+        <span class="who">${me.email} (${me.role})</span>
+        <button type="button" onClick=${onLogout}>Sign out</button>
       </nav>
     </header>
     <main id="main" tabindex="-1">${content}</main>`;
@@ -68,24 +84,33 @@ function Shell({ route, onLogout }) {
 function App() {
   const route = useRoute();
   const [state, setState] = useState("checking");
+  const [me, setMe] = useState(null);
+  const signedIn = (session) => {
+    setCsrf(session.csrfToken);
+    setMe(session.user);
+    setState("in");
+  };
+  const signedOut = (ended = false) => {
+    setCsrf(null);
+    setMe(null);
+    setState(ended ? "ended" : "out");
+  };
   useEffect(() => {
-    api.session().then((s) => {
-      setCsrf(s.csrfToken);
-      setState("in");
-    }, () => setState("out"));
-    onSessionEnded(() => {
-      setCsrf(null);
-      setState("ended");
-    });
+    api.session().then(signedIn, () => setState("out"));
+    onSessionEnded(() => signedOut(true));
   }, []);
+  const [page, token] = route.parts;
   if (state === "checking") return html`<p role="status">Loading…</p>`;
-  if (state !== "in") return html`<${Login} ended=${state === "ended"} onLogin=${(s) => { setCsrf(s.csrfToken); setState("in"); }} />`;
+  if ((page === "invite" || page === "reset") && token) return html`<${AcceptInvitePage} token=${token} onSignedIn=${signedIn} />`;
+  if (state !== "in") {
+    return html`<${SignInPage} onSignedIn=${(s) => { if (page === "signin") location.hash = "#/"; signedIn(s); }} error=${route.query.get("error")}
+      note=${state === "ended" ? "Your session has ended: sign in again." : null} />`;
+  }
   const logout = async () => {
     await api.logout().catch(() => {});
-    setCsrf(null);
-    setState("out");
+    signedOut();
   };
-  return html`<${Shell} route=${route} onLogout=${logout} />`;
+  return html`<${Shell} me=${me} route=${route} setMe=${setMe} onLogout=${logout} signedOut=${() => signedOut()} />`;
 }
 
 render(html`<${App} />`, document.getElementById("app"));

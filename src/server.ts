@@ -119,7 +119,7 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   app.decorate("routeTable", routeTable);
   app.addHook("onRoute", (route) => routeTable.add(route.method, route.url));
 
-  await app.register(adminAuthPlugin);
+  await app.register(adminAuthPlugin, { store });
   await app.register(requestIdPlugin);
   if (config.observability) await app.register(observabilityPlugin, { metrics });
   await app.register(proxyPlugin, { trustProxy: config.server.trustProxy });

@@ -2,11 +2,12 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startServer, type TestServer } from "../harness/server.ts";
 import { errorOf } from "./helpers/errors.ts";
+import { inviteWithToken, signInRequest, testPassword } from "./helpers/console-users.ts";
 
 /**
- * The console's rules seen from outside a browser (spec §2.9, §3): the login cookie, CSRF on every change made with
- * it, failed logins on the per-address limiter, the files it is served from, and the audit log of the admin API.
- * (test/console.test.ts clicks through the console itself in Chromium.)
+ * The console's rules seen from outside a browser (spec §2.9, §3): the session cookie, CSRF on every change made
+ * with it, failed sign-ins on the per-address limiter, the files it is served from, and the audit log of the admin
+ * API. (test/console.test.ts clicks through the console in Chromium; console-users.test.ts has issue 33's rules.)
  */
 const adminToken = "JIgzn5dhEhACa4vjj2zYFcP5tqhMnHk1bQzf8GNGSgs";
 const cookieName = "__Host-modelgate_console";
@@ -22,18 +23,27 @@ after(async () => {
   await srv?.close();
 });
 
+const operatorEmail = "operator@console-http.example";
+let operatorReady: Promise<void> | null = null;
+
+/** A console session of an operator-admin (invited with the admin token once, then signed in by password). */
 async function login(): Promise<{ cookie: string; csrfToken: string; setCookie: string }> {
-  const res = await srv.post("/console/api/login", { token: adminToken });
+  operatorReady ??= (async () => {
+    const token = await inviteWithToken(srv.fetch, srv.origin, adminToken, null, operatorEmail, "operator-admin");
+    assert.equal((await srv.post("/console/api/invites/accept", { token, password: testPassword })).status, 200);
+  })();
+  await operatorReady;
+  const res = await signInRequest(srv.fetch, srv.origin, operatorEmail, testPassword);
   assert.equal(res.status, 200);
   const { csrfToken } = (await res.json()) as { csrfToken: string };
   const setCookie = res.headers.get("set-cookie")!;
   return { cookie: setCookie.split(";")[0]!, csrfToken, setCookie };
 }
 
-test("§2.9 console login: an HttpOnly, Secure, SameSite=Strict cookie with an expiry, holding neither the token nor anything but an id", async () => {
+test("§2.9 console sign-in: an HttpOnly, Secure, SameSite=Strict cookie with an expiry, holding nothing but an id", async () => {
   const { cookie, setCookie } = await login();
-  assert.match(setCookie, new RegExp(`^${cookieName}=[\\w-]{43}; Max-Age=28800; Path=/; HttpOnly; Secure; SameSite=Strict$`));
-  assert.ok(!cookie.includes(adminToken));
+  assert.match(setCookie, new RegExp(`^${cookieName}=[\\w-]{43}; Max-Age=43200; Path=/; HttpOnly; Secure; SameSite=Strict$`));
+  assert.ok(!cookie.includes(testPassword));
   assert.equal((await srv.get("/admin/v1/accounts", { headers: { cookie } })).status, 200, "the admin API takes the cookie");
   const wrong = await errorOf(await srv.get("/admin/v1/accounts", { headers: { cookie: `${cookieName}=${"A".repeat(43)}` } }));
   assert.deepEqual([wrong.status, wrong.code], [401, "invalid_api_key"]);
@@ -42,7 +52,7 @@ test("§2.9 console login: an HttpOnly, Secure, SameSite=Strict cookie with an e
   assert.deepEqual((await errorOf(noSession)).code, "invalid_api_key", "no cookie, no session");
 });
 
-test("§2.9 CSRF: a change with the cookie but without its login's X-CSRF-Token is refused; with it, it goes through; reads need none", async () => {
+test("§2.9 CSRF: a change with the cookie but without its session's X-CSRF-Token is refused; with it, it goes through; reads need none", async () => {
   const { cookie, csrfToken } = await login();
   const other = await login();
   const attempts: Record<string, string>[] = [{ cookie }, { cookie, "x-csrf-token": other.csrfToken }, { cookie, "x-csrf-token": "" }];
@@ -58,7 +68,7 @@ test("§2.9 CSRF: a change with the cookie but without its login's X-CSRF-Token 
   assert.equal(logoutWithout.status, 401, "logout is a change too");
 });
 
-test("§2.9 logout ends the login: the old cookie is refused, and the answer clears it", async () => {
+test("§2.9 logout ends the session: the old cookie is refused, and the answer clears it", async () => {
   const { cookie, csrfToken } = await login();
   const res = await srv.post("/console/api/logout", {}, { headers: { cookie, "x-csrf-token": csrfToken } });
   assert.equal(res.status, 200);
@@ -92,7 +102,7 @@ test("§3 the audit log: admin-token calls recorded with the contact asked for a
   for (const e of entries) assert.ok(Date.now() - Date.parse(e.at as string) < 60_000, "the time of each");
   assert.ok(!JSON.stringify(entries).includes(created.key.slice(11)), "no key value");
   assert.deepEqual((await audit("account=token-co&action=key.create")).map((e) => e.action), ["key.create"]);
-  assert.deepEqual(await audit("account=token-co&actor=console"), []);
+  assert.deepEqual(await audit("account=token-co&actor=member"), []);
   assert.equal((await audit("account=token-co&limit=1")).length, 1);
   for (const limit of ["0", "10001", "two"]) {
     const refused = await errorOf(await srv.get(`/admin/v1/audit?limit=${limit}`, { headers: admin }));
@@ -134,10 +144,10 @@ test("§2.9 console files: the right content types, a strong ETag answered with 
   }
 });
 
-test("§2.9 failed console logins count against the per-address limiter, as wrong admin tokens do: 429 with Retry-After", async () => {
+test("§2.9 failed console sign-ins count against the per-address limiter, as wrong admin tokens do: 429 with Retry-After", async () => {
   let limited: Response | null = null;
   for (let i = 0; i < 60 && !limited; i++) {
-    const res = await srv.post("/console/api/login", { token: `guess-${i}` });
+    const res = await signInRequest(srv.fetch, srv.origin, `guess-${i}@example.com`, `wrong password ${i}`);
     if (res.status === 429) limited = res;
     else assert.equal(res.status, 401);
   }

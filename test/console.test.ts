@@ -7,12 +7,16 @@ import path from "node:path";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { startServer, modelsDir, repoRoot, type TestServer } from "../harness/server.ts";
 import { errorOf } from "./helpers/errors.ts";
+import { inviteWithToken, testPassword } from "./helpers/console-users.ts";
+import { totpCode } from "../src/auth/totp.ts";
 
 /**
- * The web console (spec §2.9) in a real Chromium (Debian's `chromium`, driven by playwright-core; .ci/run installs
- * it): the whole support flow clicked through, with a screenshot of each page, axe-core on every page, keyboard
- * use and visible focus, the page working under its own CSP, and the size of the first load.
- * (test/console-http.test.ts checks the cookie, CSRF, files and audit rules from outside a browser.)
+ * The web console (spec §2.9, issue 33) in a real Chromium (Debian's `chromium`, driven by playwright-core; .ci/run
+ * installs it), one browser for the file: an operator invites a member; the member accepts, sets a password, turns
+ * on TOTP, creates a key, reads it once and calls the API with it, sees usage, rotates and revokes, checks the plan's
+ * limits, invites a viewer and reads the audit log; the viewer can change nothing. axe-core runs on every page,
+ * each page is screenshot, the keyboard reaches every control with a visible focus, every page works under its own
+ * CSP, and the first load is measured. (console-http.test.ts and console-users.test.ts check the rules over HTTP.)
  */
 const adminToken = "qH3WkbBNtmLzXg_sPNpZkGIthnnfeyeesrPAXwckHSw";
 const cookieName = "__Host-modelgate_console";
@@ -34,8 +38,9 @@ before(async () => {
   mkdirSync(artifacts, { recursive: true });
   srv = await startServer({
     adminToken,
-    // Room for the click-through's own refusals (a wrong login, the cookie after logout).
+    // Room for the click-through's own refusals (a wrong password, the cookie after sign-out).
     anonymousRateLimit: { requests: 40, window: "1m" },
+    plans: { default: { endpoints: ["models", "chat", "embeddings"] } },
     models: [{ id: "stories", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"], contextSize: 256, parallel: 2, threads: 1 }],
   });
   browser = await chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox", `--ignore-certificate-errors-spki-list=${spkiHash(srv.ca)}`] });
@@ -99,156 +104,219 @@ async function lastUsedRecorded(account: string, keyId: string): Promise<void> {
   assert.fail("last_used_at was not recorded");
 }
 
-test("§2.9 console: log in, create an account and a key, use it, see usage, rotate, revoke, find it all in the audit log, log out", async () => {
-  const login = await page.goto(`${srv.origin}/console`);
-  assert.equal(login!.status(), 200);
-  await page.getByLabel("Admin token").fill("wrong-token");
-  await page.getByRole("button", { name: "Log in" }).click();
-  await page.getByRole("alert").waitFor();
-  await assertAccessible("login");
-  await shot("login");
+/** A fresh browser profile (its own cookies), on the shared Chromium. */
+async function newTab(): Promise<Page> {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, bypassCSP: true, acceptDownloads: true });
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: srv.origin });
+  return context.newPage();
+}
 
-  // 1. log in, by the keyboard alone (type, Enter)
-  await page.getByLabel("Admin token").fill(adminToken);
-  await page.keyboard.press("Enter");
-  await page.getByRole("heading", { name: "Accounts" }).waitFor();
-  const cookie = (await page.context().cookies()).find((c) => c.name === cookieName)!;
+/** Opens a one-time link, sets the password twice and lands signed in on the Security page. */
+async function accept(tab: Page, link: string, password = testPassword): Promise<void> {
+  await tab.goto(link.startsWith("https://") ? link : `${srv.origin}${link}`);
+  await tab.getByLabel("New password").fill(password);
+  await tab.getByLabel("The same password again").fill(password);
+  await tab.getByRole("button", { name: /Set the password/ }).click();
+  await tab.getByRole("heading", { name: "Security" }).waitFor();
+}
+
+test("§2.9 issue 33 console: an operator invites a member; the member joins, turns on TOTP, creates a key and uses it once, sees usage, rotates and revokes, reads the limits, invites a viewer who can change nothing; the audit log names each of them", async () => {
+  // The first operator, invited with the admin token (the bootstrap), joins in the browser.
+  const operatorLink = `/console#/invite/${await inviteWithToken(srv.fetch, srv.origin, adminToken, null, "ops@modelgate.example", "operator-admin")}`;
+  const op = await newTab();
+  page = op;
+  await op.goto(`${srv.origin}/console`);
+  await op.getByLabel("Email").fill("ops@modelgate.example");
+  await op.getByLabel("Password").fill("not the password at all");
+  await op.getByRole("button", { name: "Sign in" }).click();
+  await op.getByRole("alert").waitFor();
+  await assertAccessible("sign-in");
+  await shot("sign-in");
+  await op.goto(`${srv.origin}${operatorLink}`);
+  await op.getByText("invited as an operator").waitFor();
+  await assertAccessible("invite");
+  await shot("invite");
+  await accept(op, operatorLink);
+  const cookie = (await op.context().cookies()).find((c) => c.name === cookieName)!;
   assert.ok(cookie.httpOnly && cookie.secure && cookie.sameSite === "Strict" && cookie.expires > Date.now() / 1000, JSON.stringify(cookie));
-  assert.ok(!cookie.value.includes(adminToken));
-  await assertAccessible("accounts");
-  await shot("accounts");
 
-  // 2. an account with a contact
-  await page.getByLabel("Name", { exact: true }).fill("acme-console");
-  await page.getByLabel("Contact addresses").fill("ops@acme.example");
-  await page.getByRole("button", { name: "Create account" }).click();
-  await page.getByRole("heading", { name: "Account acme-console" }).waitFor();
-  await assertAccessible("account");
-  const reached = await tabThrough("Account acme-console");
-  for (const control of ["a Skip to content", "a Audit log", "button Log out", "select Acting on behalf of (optional)", "input Key name", "input chat", "button Create key", "input IP allowlist", "button Save account"]) {
+  // 1. the operator creates the account and invites its owner
+  await op.getByRole("link", { name: "Accounts" }).click();
+  await op.getByLabel("Name", { exact: true }).fill("acme-console");
+  await op.getByLabel("Contact addresses").fill("ops@acme.example");
+  await op.getByRole("button", { name: "Create account" }).click();
+  await op.getByRole("heading", { name: "Account acme-console" }).waitFor();
+  await assertAccessible("operator account");
+  await op.getByRole("link", { name: "Members" }).click();
+  await op.getByLabel("Email").fill("owner@acme.example");
+  await op.getByLabel("Role", { exact: true }).selectOption("owner");
+  await op.getByRole("button", { name: "Create invite link" }).click();
+  const ownerLink = (await op.getByTestId("invite-link").textContent())!;
+  assert.match(ownerLink, /^https:\/\/127\.0\.0\.1:\d+\/console#\/invite\/[\w-]{43}$/);
+  await assertAccessible("operator members");
+  await shot("operator-invite");
+  await op.getByRole("button", { name: "Done" }).click();
+  assert.ok(!(await op.content()).includes(ownerLink), "the link is gone once acknowledged");
+
+  // 2. the member accepts, sets a password and turns on TOTP; the recovery codes are shown once
+  const member = await newTab();
+  page = member;
+  await accept(member, ownerLink);
+  await member.getByRole("button", { name: "Turn on two-factor sign-in" }).click();
+  const secret = (await member.getByTestId("totp-secret").textContent())!;
+  await member.getByLabel("Code from the app").fill(totpCode(secret));
+  await member.getByRole("button", { name: "Turn on", exact: true }).click();
+  await member.getByRole("heading", { name: "Your recovery codes" }).waitFor();
+  assert.equal(await member.getByTestId("recovery-codes").locator("li").count(), 10);
+  await assertAccessible("security");
+  await shot("member-totp");
+  await member.getByRole("button", { name: "I have stored them" }).click();
+  await member.getByText("On. Sign-in asks for the code").waitFor();
+
+  // ... and signs in again with the password and a code (the next time step: each step is accepted once)
+  await member.getByRole("button", { name: "Sign out", exact: true }).click();
+  await member.getByLabel("Email").fill("owner@acme.example");
+  await member.getByLabel("Password").fill(testPassword);
+  await member.keyboard.press("Enter");
+  await member.getByLabel("Authenticator code").fill(totpCode(secret, Date.now() + 30_000));
+  await member.getByRole("button", { name: "Verify and sign in" }).click();
+  // Back where the session ended (Security), then to the keys.
+  await member.getByRole("heading", { name: "Security" }).waitFor();
+  await member.getByRole("link", { name: "API keys" }).click();
+  await member.getByRole("heading", { name: "API keys" }).waitFor();
+  await assertAccessible("member keys");
+  const reached = await tabThrough("API keys");
+  for (const control of ["a Skip to content", "a Usage", "a Members", "button Sign out", "input Key name", "input chat", "button Create key"]) {
     assert.ok(reached.includes(control), `the keyboard reaches ${control} (reached: ${reached.join(" | ")})`);
   }
+  assert.ok(!reached.some((c) => c.includes("Deployment") || c.includes("behalf")), "a member sets no deployment and acts for nobody else");
 
-  // 3. a key, acting on behalf of the contact; its value shown once
-  await page.getByLabel("Acting on behalf of").selectOption("ops@acme.example");
-  await page.getByLabel("Key name").fill("ci");
-  await page.getByRole("checkbox", { name: "chat" }).check();
-  await page.getByRole("button", { name: "Create key" }).click();
-  const first = (await page.getByTestId("key-value").textContent())!;
+  // 3. a key, its value shown once; the API takes it
+  await member.getByLabel("Key name").fill("ci");
+  await member.getByRole("checkbox", { name: "chat" }).check();
+  await member.getByRole("button", { name: "Create key" }).click();
+  const first = (await member.getByTestId("key-value").textContent())!;
   assert.match(first, /^mg_/);
-  await page.getByText("you will not see it again").waitFor();
-  assert.equal(await page.evaluate(() => document.activeElement?.className), "once", "the focus moves to the key shown once");
-  await page.getByRole("button", { name: "Copy key" }).waitFor();
-  await shot("key-created");
-  await page.getByRole("button", { name: "I have stored it" }).click();
-  assert.ok(!(await page.content()).includes(first), "the value is gone once acknowledged");
+  await member.getByRole("button", { name: "Copy key" }).click();
+  await member.getByText("Copied to the clipboard.").waitFor();
+  assert.equal(await member.evaluate(() => navigator.clipboard.readText()), first);
+  await shot("member-key-created");
+  await member.getByRole("button", { name: "I have stored it" }).click();
+  assert.ok(!(await member.content()).includes(first), "the value is gone once acknowledged");
+  const completion = await srv.openai(first).chat.completions.create({ model: "stories", messages: [{ role: "user", content: "Once upon a time" }], max_tokens: 4 });
+  assert.equal(completion.object, "chat.completion");
+  const account = (await (await srv.get("/admin/v1/accounts/acme-console", { headers: adminHeaders })).json()) as { id: string };
   const firstId = ((await (await srv.get("/admin/v1/keys?account=acme-console", { headers: adminHeaders })).json()) as { data: { id: string }[] }).data[0]!.id;
-
-  // 4. the key works on a real chat completion
-  assert.equal((await chat(first)).status, 200);
   await lastUsedRecorded("acme-console", firstId);
 
-  // 5. its usage appears, as charts and a table, and exports as CSV
+  // 4. usage: charts, a table, a CSV of this account only
   await srv.server.ctx.usage.flush();
-  await page.getByRole("link", { name: "Usage of this account" }).click();
-  await page.getByRole("cell", { name: "stories" }).first().waitFor();
-  await page.locator(".chart canvas").first().waitFor();
-  assert.equal(await page.locator(".chart canvas").count(), 3, "requests, prompt tokens, completion tokens");
-  const account = (await (await srv.get("/admin/v1/accounts/acme-console", { headers: adminHeaders })).json()) as { id: string };
-  assert.equal(await page.getByLabel("Account", { exact: true }).inputValue(), account.id, "the account filter shows this account");
-  const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: "Export CSV" }).click()]);
+  await member.getByRole("link", { name: "Usage" }).click();
+  await member.getByRole("cell", { name: "stories" }).first().waitFor();
+  await member.locator(".chart canvas").nth(2).waitFor();
+  assert.equal(await member.locator(".chart canvas").count(), 3, "requests, prompt tokens, completion tokens");
+  assert.equal(await member.getByLabel("Account", { exact: true }).count(), 0, "a member has no account filter");
+  const [download] = await Promise.all([member.waitForEvent("download"), member.getByRole("button", { name: "Export CSV" }).click()]);
   const csv = readFileSync((await download.path())!, "utf8").trim().split("\n");
   assert.equal(csv[0], "day,account_id,key_id,key_prefix,model,requests,prompt_tokens,completion_tokens");
-  assert.match(csv[1]!, new RegExp(`^\\d{4}-\\d{2}-\\d{2},acct_\\w+,${firstId},${first.slice(0, 11)},stories,1,[1-9]\\d*,[1-9]\\d*$`));
-  assert.ok(!(await page.content()).includes(first), "no key value on the usage page");
+  assert.match(csv[1]!, new RegExp(`^\\d{4}-\\d{2}-\\d{2},${account.id},${firstId},${first.slice(0, 11)},stories,1,[1-9]\\d*,[1-9]\\d*$`));
   await assertAccessible("usage");
-  await shot("usage");
+  await shot("member-usage");
 
-  // 6. rotate: a second key shown once, and both work; the first shows its last use
-  await page.goBack();
-  await page.getByRole("heading", { name: "Account acme-console" }).waitFor();
+  // 5. rotate: the new key shown once, both work; revoke the old one: refused within 1 s
+  await member.getByRole("link", { name: "API keys" }).click();
   const prefix = first.slice(0, 11);
-  const firstRow = page.getByRole("row").filter({ hasText: prefix });
-  assert.match((await firstRow.locator("td").nth(3).textContent())!, /^\d{4}-\d{2}-\d{2} .* UTC$/, "last used");
-  await page.getByRole("button", { name: `Rotate key ${prefix}` }).click();
-  await page.getByRole("heading", { name: "Rotated: the new key" }).waitFor();
-  const second = (await page.getByTestId("key-value").textContent())!;
+  await member.getByRole("button", { name: `Rotate key ${prefix}` }).click();
+  await member.getByRole("heading", { name: "Rotated: the new key" }).waitFor();
+  const second = (await member.getByTestId("key-value").textContent())!;
   assert.notEqual(second, first);
-  await page.getByText("still works").waitFor();
-  await shot("keys");
-  assert.equal((await chat(first)).status, 200);
   assert.equal((await chat(second)).status, 200);
-
-  // 7. revoke the old one, by the keyboard: the dialog opens on Cancel, Escape backs out, then confirm; 401 within 1 s
-  await page.getByRole("button", { name: "Revoke the old key" }).focus();
-  await page.keyboard.press("Enter");
-  await page.getByRole("dialog").waitFor();
-  assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Cancel");
-  await page.keyboard.press("Escape");
-  await page.getByRole("dialog").waitFor({ state: "hidden" });
-  assert.equal((await chat(first)).status, 200, "backing out revokes nothing");
-  await page.keyboard.press("Enter");
-  await page.getByRole("dialog").waitFor();
-  await page.keyboard.press("Shift+Tab");
-  assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Revoke key");
-  await page.keyboard.press("Enter");
-  await page.getByRole("cell", { name: /^revoked/ }).waitFor();
+  await member.getByRole("button", { name: "Revoke the old key" }).click();
+  await member.getByRole("dialog").waitFor();
+  await member.getByRole("dialog").getByRole("button", { name: "Revoke key" }).click();
+  await member.getByRole("cell", { name: /^revoked/ }).waitFor();
   const revokedAt = Date.now();
   let status = 0;
   while (Date.now() - revokedAt < 1000 && (status = (await chat(first)).status) !== 401) await new Promise((r) => setTimeout(r, 50));
   assert.equal(status, 401, "the old key is refused within 1 s");
-  assert.equal((await chat(second)).status, 200);
-  await page.getByRole("button", { name: "I have stored it" }).click();
-  await assertAccessible("keys");
-  await shot("keys-after-revoke");
-  const keysPage = await page.content();
-  assert.ok(!keysPage.includes(first) && !keysPage.includes(second), "no key value on the keys page");
+  await member.getByRole("button", { name: "I have stored it" }).click();
+  await shot("member-keys");
 
-  // 8. every step in the audit log
-  await page.getByRole("link", { name: "Audit log", exact: true }).click();
-  await page.getByLabel("Account (name or id)").fill("acme-console");
-  await page.getByLabel("Account (name or id)").press("Enter");
-  // The page shows every entry (the logins' auth.* ones too) until the filtered list arrives.
-  const expected = ["key.revoke", "key.rotate", "key.create", "account.create"];
-  const shown = () => page.locator("tbody tr").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-action")));
+  // 6. the plan's limits, with the place for the token quota and budget
+  await member.getByRole("link", { name: "Plan and limits" }).click();
+  await member.getByRole("cell", { name: "models, chat, embeddings" }).waitFor();
+  await member.getByTestId("quota").getByText("no token quota or spending budget").waitFor();
+  await assertAccessible("limits");
+  await shot("member-limits");
+
+  // 7. the owner invites a viewer
+  await member.getByRole("link", { name: "Members" }).click();
+  await member.getByLabel("Email").fill("viewer@acme.example");
+  await member.getByLabel("Role", { exact: true }).selectOption("viewer");
+  await member.getByRole("button", { name: "Create invite link" }).click();
+  const viewerLink = (await member.getByTestId("invite-link").textContent())!;
+  await member.getByRole("button", { name: "Done" }).click();
+  await member.getByRole("cell", { name: "viewer@acme.example" }).waitFor();
+  await assertAccessible("members");
+  await shot("member-members");
+
+  // 8. the viewer reads and cannot change anything: no control in the page, 403 from the API
+  const viewer = await newTab();
+  page = viewer;
+  await accept(viewer, viewerLink);
+  await viewer.getByRole("link", { name: "API keys" }).click();
+  await viewer.getByRole("cell", { name: "ci" }).first().waitFor();
+  for (const name of ["Create key", /^Rotate/, /^Revoke/]) assert.equal(await viewer.getByRole("button", { name }).count(), 0, `no ${name} button for a viewer`);
+  assert.equal(await viewer.getByRole("link", { name: "Members" }).count(), 0);
+  const fromViewer = await viewer.evaluate(async (account) => {
+    const { csrfToken } = await (await fetch("/console/api/session")).json();
+    const res = await fetch("/admin/v1/keys", { method: "POST", headers: { "content-type": "application/json", "x-csrf-token": csrfToken }, body: JSON.stringify({ account }) });
+    return [res.status, (await res.json()).error.code];
+  }, account.id);
+  assert.deepEqual(fromViewer, [403, "permission_denied"]);
+  await assertAccessible("viewer keys");
+  await shot("viewer-keys");
+
+  // 9. the audit log: each step by its person, never a shared token
+  page = member;
+  await member.getByRole("link", { name: "Audit log" }).click();
+  // Newest first, sign-ins aside: the viewer's invite and joining, the key's life, TOTP, the owner's, the account.
+  const expected = ["member.join", "member.invite", "key.revoke", "key.rotate", "key.create", "user.totp.enable", "member.join", "member.invite", "account.create"];
+  const shown = async () => (await member.locator("tbody tr").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-action")))).filter((a) => a !== "auth.login");
   const until = Date.now() + 10_000;
   while (JSON.stringify(await shown()) !== JSON.stringify(expected) && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
-  const actions = await shown();
-  assert.deepEqual(actions, expected);
-  for (const action of actions) assert.match((await page.locator(`tr[data-action="${action}"]`).textContent())!, /console.*acme-console acct_.*127\.0\.0\.1/);
-  assert.match((await page.locator('tr[data-action="key.create"]').textContent())!, /ops@acme\.example/);
-  assert.match((await page.locator('tr[data-action="key.revoke"]').textContent())!, new RegExp(`${firstId} \\(${prefix}…\\)`));
-  const auditPage = await page.content();
+  assert.deepEqual(await shown(), expected);
+  assert.match((await member.locator('tr[data-action="key.create"]').textContent())!, /member owner@acme\.example/);
+  assert.match((await member.locator('tr[data-action="account.create"]').textContent())!, /operator ops@modelgate\.example/);
+  const auditPage = await member.content();
   assert.ok(!auditPage.includes(first) && !auditPage.includes(second), "no key value in the audit log");
   await assertAccessible("audit");
-  await shot("audit");
+  await shot("member-audit");
 
-  // 9. log out: the cookie is refused afterwards
-  const stale = (await page.context().cookies()).find((c) => c.name === cookieName)!.value;
-  await page.getByRole("button", { name: "Log out" }).click();
-  await page.getByLabel("Admin token").waitFor();
-  assert.equal((await page.context().cookies()).find((c) => c.name === cookieName), undefined, "logout clears the cookie");
-  const after = await errorOf(await srv.get("/admin/v1/accounts", { headers: { cookie: `${cookieName}=${stale}` } }));
+  // 10. sign out: the cookie is refused afterwards
+  const stale = (await member.context().cookies()).find((c) => c.name === cookieName)!.value;
+  await member.getByRole("button", { name: "Sign out", exact: true }).click();
+  await member.getByLabel("Email").waitFor();
+  const after = await errorOf(await srv.get("/admin/v1/keys", { headers: { cookie: `${cookieName}=${stale}` } }));
   assert.deepEqual([after.status, after.code], [401, "invalid_api_key"]);
+  for (const tab of [op, member, viewer]) await tab.context().close();
 });
 
-test("§2.9 console: a login that ends while the page is open (logout elsewhere, restart, expiry) brings back the login form", async () => {
-  const context = await browser.newContext();
-  const tab = await context.newPage();
+test("§2.9 console: a session that ends while the page is open (sign-out elsewhere, expiry) brings back the sign-in form", async () => {
+  const tab = await newTab();
   try {
-    await tab.goto(`${srv.origin}/console#/audit`);
-    await tab.getByLabel("Admin token").fill(adminToken);
-    await tab.keyboard.press("Enter");
+    await accept(tab, `/console#/invite/${await inviteWithToken(srv.fetch, srv.origin, adminToken, null, "ended@modelgate.example", "operator-viewer")}`);
+    await tab.getByRole("link", { name: "Audit log" }).click();
     await tab.getByRole("heading", { name: "Audit log" }).waitFor();
-    // The same login ended from outside the page: its cookie and CSRF token, as another tab would send them.
-    const cookie = `${cookieName}=${(await context.cookies()).find((c) => c.name === cookieName)!.value}`;
+    // The same session ended from outside the page: its cookie and CSRF token, as another tab would send them.
+    const cookie = `${cookieName}=${(await tab.context().cookies()).find((c) => c.name === cookieName)!.value}`;
     const { csrfToken } = (await (await srv.get("/console/api/session", { headers: { cookie } })).json()) as { csrfToken: string };
-    assert.equal((await srv.post("/console/api/logout", {}, { headers: { cookie, "x-csrf-token": csrfToken } })).status, 200);
+    assert.equal((await srv.post("/console/api/logout", {}, { headers: { cookie, "x-csrf-token": csrfToken, origin: srv.origin } })).status, 200);
     await tab.getByLabel("Actor").selectOption("cli");
-    await tab.getByText("Your console login has ended: log in again.").waitFor();
-    await tab.getByLabel("Admin token").waitFor();
+    await tab.getByText("Your session has ended: sign in again.").waitFor();
+    await tab.getByLabel("Email").waitFor();
   } finally {
-    await context.close();
+    await tab.context().close();
   }
 });
 
@@ -271,12 +339,13 @@ test("§2.9 console: under its own CSP every page works (no violation), and the 
   });
   const response = await tab.goto(`${srv.origin}/console`, { waitUntil: "networkidle" });
   assert.match(response!.headers()["content-security-policy"] ?? "", /default-src 'none'; script-src 'self' 'sha256-/);
-  await tab.getByLabel("Admin token").waitFor();
+  await tab.getByLabel("Email").waitFor();
   const firstLoad = transferred;
   console.log(`console first load: ${firstLoad} bytes transferred`);
   assert.ok(firstLoad > 10_000 && firstLoad < 200_000, `${firstLoad} bytes on the first load`);
 
-  await tab.getByLabel("Admin token").fill(adminToken);
+  await tab.getByLabel("Email").fill("ops@modelgate.example");
+  await tab.getByLabel("Password").fill(testPassword);
   await tab.keyboard.press("Enter");
   await tab.getByRole("heading", { name: "Accounts" }).waitFor();
   await tab.goto(`${srv.origin}/console#/usage`);

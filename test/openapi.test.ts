@@ -64,10 +64,10 @@ test("issue 14 every operation has an operationId, tags, a 2xx body, the error e
     assert.ok(doc.components.schemas[name], `components.schemas.${name}`);
   }
   assert.deepEqual(doc.paths["/v1/embeddings"].post.security, [{ apiKey: [] }]);
-  // The console's login cookie stands in for the admin token; a change with it also needs the login's CSRF token.
+  // A console session stands in for the admin token; a change with it also needs the session's CSRF token.
   assert.deepEqual(doc.paths["/admin/v1/keys"].post.security, [{ adminToken: [] }, { consoleCookie: [], csrfToken: [] }]);
   assert.deepEqual(doc.paths["/admin/v1/audit"].get.security, [{ adminToken: [] }, { consoleCookie: [] }]);
-  assert.deepEqual(doc.components.securitySchemes.consoleCookie, { type: "apiKey", in: "cookie", name: "__Host-modelgate_console", description: "The console's login (POST /console/api/login)" });
+  assert.deepEqual(doc.components.securitySchemes.consoleCookie, { type: "apiKey", in: "cookie", name: "__Host-modelgate_console", description: "A console session (POST /console/api/login, an invite, or OpenID Connect): a member is confined to their account and role" });
   assert.ok(doc.paths["/admin/v1/keys/{id}/revoke"].post.parameters.some((p: { in: string; name: string }) => p.in === "header" && p.name === "x-on-behalf-of"));
   assert.deepEqual(doc.paths["/console/api/login"].post.security, []);
 });

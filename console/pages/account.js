@@ -32,7 +32,7 @@ function Settings({ account, onSaved, onBehalfOf }) {
   </form>`;
 }
 
-function NewKey({ account, onCreated, onBehalfOf }) {
+function NewKey({ account, onCreated, onBehalfOf, operator, endpoints = endpointNames }) {
   const [form, setForm] = useState({ name: "", models: "", deployment: "", endpoints: [] });
   const [error, setError] = useState(null);
   const set = (field) => (value) => setForm({ ...form, [field]: value });
@@ -57,15 +57,22 @@ function NewKey({ account, onCreated, onBehalfOf }) {
     <${Field} id="key-name" label="Key name" value=${form.name} onInput=${set("name")} />
     <${Field} id="key-models" label="Model globs" value=${form.models} onInput=${set("models")} hint="Comma-separated (qwen*, stories); empty: every model of the plan." />
     <fieldset><legend>Endpoints (none checked: every endpoint of the plan)</legend>
-      ${endpointNames.map((name) => html`<label class="check"><input type="checkbox" checked=${form.endpoints.includes(name)} onChange=${() => toggle(name)} /> ${name}</label>`)}
+      ${endpoints.map((name) => html`<label class="check"><input type="checkbox" checked=${form.endpoints.includes(name)} onChange=${() => toggle(name)} /> ${name}</label>`)}
     </fieldset>
-    <${Field} id="key-deployment" label="Deployment" value=${form.deployment} onInput=${set("deployment")} hint="Empty: the shared deployment." />
+    ${operator && html`<${Field} id="key-deployment" label="Deployment" value=${form.deployment} onInput=${set("deployment")} hint="Empty: the shared deployment." />`}
     <${Notice} error=${error} />
     <button type="submit" class="primary">Create key</button>
   </form>`;
 }
 
-export function AccountPage({ id }) {
+/**
+ * One account's keys (and, for operators, its settings). `me` decides what shows: operators see every account and,
+ * as operator-admins, change them; members see their own, developers and owners manage keys, viewers only read.
+ */
+export function AccountPage({ id, me }) {
+  const operator = me.kind === "operator";
+  const canManageKeys = operator ? me.role === "operator-admin" : me.role !== "viewer";
+  const [plan, setPlan] = useState(null);
   const [account, setAccount] = useState(null);
   const [keys, setKeys] = useState([]);
   const [error, setError] = useState(null);
@@ -75,6 +82,7 @@ export function AccountPage({ id }) {
   const loadKeys = () => api.keys(id).then((r) => setKeys(r.data), setError);
   useEffect(() => {
     api.account(id).then(setAccount, setError);
+    api.plan(id).then(setPlan, () => {});
     loadKeys();
   }, [id]);
   if (!account) return html`<${Notice} error=${error} note=${error ? null : "Loading…"} />`;
@@ -104,16 +112,18 @@ export function AccountPage({ id }) {
       setError(err);
     }
   };
-  return html`<h1>Account ${account.name}</h1>
-    <p class="meta">${account.id} · plan ${account.plan} · <a href=${`#/usage/${encodeURIComponent(account.id)}`}>Usage of this account</a> · <a href=${`#/audit/${encodeURIComponent(account.id)}`}>Audit log of this account</a></p>
-    <div class="field">
-      <label for="on-behalf-of">Acting on behalf of (optional)</label>
-      <select id="on-behalf-of" value=${onBehalfOf} onChange=${(e) => setOnBehalfOf(e.currentTarget.value)} aria-describedby="on-behalf-hint">
-        <option value="">nobody: my own operation</option>
-        ${account.contacts.map((c) => html`<option value=${c}>${c}</option>`)}
-      </select>
-      <p class="hint" id="on-behalf-hint">For support acting on a request from one of the account's registered contacts; it goes into the audit log.</p>
-    </div>
+  return html`<h1>${operator ? `Account ${account.name}` : "API keys"}</h1>
+    ${operator
+      ? html`<p class="meta">${account.id} · plan ${account.plan} · <a href=${`#/usage/${encodeURIComponent(account.id)}`}>Usage of this account</a> · <a href=${`#/audit/${encodeURIComponent(account.id)}`}>Audit log of this account</a> · <a href=${`#/accounts/${encodeURIComponent(account.id)}/members`}>Members</a> · <a href=${`#/accounts/${encodeURIComponent(account.id)}/limits`}>Plan and limits</a></p>
+        <div class="field">
+          <label for="on-behalf-of">Acting on behalf of (optional)</label>
+          <select id="on-behalf-of" value=${onBehalfOf} onChange=${(e) => setOnBehalfOf(e.currentTarget.value)} aria-describedby="on-behalf-hint">
+            <option value="">nobody: my own operation</option>
+            ${account.contacts.map((c) => html`<option value=${c}>${c}</option>`)}
+          </select>
+          <p class="hint" id="on-behalf-hint">For support acting on a request from one of the account's registered contacts; it goes into the audit log.</p>
+        </div>`
+      : html`<p class="meta">Account ${account.name} · plan ${account.plan}${canManageKeys ? "" : " · you can read, not change (viewer)"}</p>`}
     ${shown && html`<${OnceKey} created=${shown.created} title=${shown.rotatedFrom ? "Rotated: the new key" : "New key"} onDone=${() => setShown(null)}>
       ${shown.rotatedFrom && html`<p>The old key <code>${shown.rotatedFrom.prefix}…</code> still works. Move your traffic to the new key, then
         <button type="button" class="danger" onClick=${() => setRevoking(shown.rotatedFrom)}>Revoke the old key</button></p>`}
@@ -122,19 +132,20 @@ export function AccountPage({ id }) {
     <h2 id="keys-title" tabindex="-1">Keys</h2>
     <table>
       <caption class="visually-hidden">Keys of ${account.name}</caption>
-      <thead><tr><th scope="col">Prefix</th><th scope="col">Name</th><th scope="col">Scopes</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">State</th><th scope="col">Actions</th></tr></thead>
+      <thead><tr><th scope="col">Prefix</th><th scope="col">Name</th><th scope="col">Scopes</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">State</th>${canManageKeys && html`<th scope="col">Actions</th>`}</tr></thead>
       <tbody>${keys.map((k) => html`<tr>
         <th scope="row"><code>${k.prefix}…</code></th>
         <td>${k.name ?? "—"}</td>
         <td>models ${k.models?.join(", ") ?? "all"}; endpoints ${k.endpoints?.join(", ") ?? "all"}${k.deployment ? `; deployment ${k.deployment}` : ""}</td>
         <td>${formatDate(k.createdAt)}</td><td>${formatDate(k.lastUsedAt)}</td>
         <td>${k.revokedAt ? `revoked ${formatDate(k.revokedAt)}` : "active"}</td>
-        <td>${!k.revokedAt && html`<button type="button" onClick=${() => rotate(k)} aria-label=${`Rotate key ${k.prefix}`}>Rotate</button>
-          <button type="button" class="danger" onClick=${() => setRevoking(k)} aria-label=${`Revoke key ${k.prefix}`}>Revoke</button>`}</td>
+        ${canManageKeys && html`<td>${!k.revokedAt && html`<button type="button" onClick=${() => rotate(k)} aria-label=${`Rotate key ${k.prefix}`}>Rotate</button>
+          <button type="button" class="danger" onClick=${() => setRevoking(k)} aria-label=${`Revoke key ${k.prefix}`}>Revoke</button>`}</td>`}
       </tr>`)}</tbody>
     </table>
-    <${NewKey} account=${account} onBehalfOf=${onBehalfOf} onCreated=${(created) => { setShown({ created }); loadKeys(); }} />
-    <${Settings} account=${account} onBehalfOf=${onBehalfOf} onSaved=${setAccount} />
+    ${canManageKeys && html`<${NewKey} account=${account} onBehalfOf=${onBehalfOf} operator=${operator} endpoints=${operator ? endpointNames : plan?.endpoints ?? endpointNames}
+      onCreated=${(created) => { setShown({ created }); loadKeys(); }} />`}
+    ${operator && me.role === "operator-admin" && html`<${Settings} account=${account} onBehalfOf=${onBehalfOf} onSaved=${setAccount} />`}
     <${Confirm} open=${revoking !== null} title="Revoke this key?" confirmLabel="Revoke key" onConfirm=${revoke} onCancel=${() => setRevoking(null)}>
       <p>Key <code>${revoking?.prefix}…</code> stops working on every replica at once. This cannot be undone.</p>
     </${Confirm}>`;

@@ -2,7 +2,7 @@ import { useEffect, useState } from "preact/hooks";
 import { api, splitList } from "../api.js";
 import { html, Field, Notice, formatDate } from "../ui.js";
 
-export function AccountsPage() {
+export function AccountsPage({ canCreate }) {
   const [accounts, setAccounts] = useState([]);
   const [search, setSearch] = useState("");
   const [error, setError] = useState(null);
@@ -37,7 +37,7 @@ export function AccountsPage() {
         <td>${a.plan}</td><td>${a.contacts.join(", ") || "none"}</td><td>${a.allowIps.join(", ") || "any address"}</td><td>${formatDate(a.createdAt)}</td>
       </tr>`)}</tbody>
     </table>
-    <form class="panel" onSubmit=${create} aria-labelledby="new-account">
+    ${canCreate && html`<form class="panel" onSubmit=${create} aria-labelledby="new-account">
       <h2 id="new-account">New account</h2>
       <${Field} id="account-name" label="Name" value=${form.name} onInput=${set("name")} required hint="Letters, digits, . _ @ -; up to 64." />
       <${Field} id="account-plan" label="Plan" value=${form.plan} onInput=${set("plan")} hint="Empty: the default plan." />
@@ -45,5 +45,5 @@ export function AccountsPage() {
       <${Field} id="account-on-behalf" label="On behalf of (optional)" value=${form.onBehalfOf} onInput=${set("onBehalfOf")} hint="The contact who asked for this, for the audit log." />
       <${Notice} error=${error} />
       <button type="submit" class="primary">Create account</button>
-    </form>`;
+    </form>`}`;
 }

@@ -56,7 +56,8 @@ function Filter({ id, label, value, onChange, all, options }) {
     </select></div>`;
 }
 
-export function UsagePage({ account }) {
+/** Usage per day as charts and a table, with CSV; `fixed`: a member's own account, without the account filter. */
+export function UsagePage({ account, fixed = false }) {
   const [rows, setRows] = useState([]);
   const [accounts, setAccounts] = useState([]);
   const [keys, setKeys] = useState([]);
@@ -90,9 +91,9 @@ export function UsagePage({ account }) {
   const pickAccount = (id) => {
     location.hash = id ? `#/usage/${encodeURIComponent(id)}` : "#/usage";
   };
-  return html`<h1>Usage${account ? ` of ${accountName}` : ""}</h1>
+  return html`<h1>Usage${account && !fixed ? ` of ${accountName}` : ""}</h1>
     <div class="filters">
-      <${Filter} id="usage-account" label="Account" value=${account ?? ""} onChange=${pickAccount} all="all accounts" options=${accounts.map((a) => [a.id, a.name])} />
+      ${!fixed && html`<${Filter} id="usage-account" label="Account" value=${account ?? ""} onChange=${pickAccount} all="all accounts" options=${accounts.map((a) => [a.id, a.name])} />`}
       <${Filter} id="usage-key" label="Key" value=${key} onChange=${setKey} all="all keys" options=${[...new Set(rows.map((r) => r.keyId))].map((id) => [id, keyLabel(id)])} />
       <${Filter} id="usage-model" label="Model" value=${model} onChange=${setModel} all="all models" options=${[...new Set(rows.map((r) => r.model))].map((m) => [m, m])} />
       <button type="button" onClick=${download}>Export CSV</button>

@@ -3,7 +3,7 @@ import { newId } from "../keys/key-format.ts";
 import type { AuditActor, AuditEntry } from "../store/audit.repo.ts";
 
 /** Where an admin token was tried. */
-export type TokenSurface = "admin" | "console" | "metrics";
+export type TokenSurface = "admin" | "metrics";
 
 export interface AuthAuditOptions {
   /** Each address gets at most one `auth.failed` entry per window; the rest are counted in the window's summary. */
@@ -14,8 +14,9 @@ export interface AuthAuditOptions {
 }
 
 /**
- * The `auth.*` audit entries: console logins (`auth.login`) and failed admin-token attempts (`auth.failed`). A
- * flood of failures cannot fill the table: an address gets one `auth.failed` entry per window (a minute), at most
+ * The `auth.*` audit entries: console sign-ins (`auth.login`, by the user), failed sign-ins and failed admin-token
+ * attempts (`auth.failed`). A flood of failures cannot fill the table: an address gets one `auth.failed` entry per
+ * window (a minute), whatever it tried (token, email, password), at most
  * `maxAddressesPerWindow` addresses get one, and every failure past those is counted in one `auth.failed.summary`
  * entry written when the window ends. A write that fails is logged and dropped: it never fails the request.
  */
@@ -50,12 +51,23 @@ export class AuthAudit {
       return;
     }
     this.recorded.add(source);
-    this.write("auth.failed", actorOf(surface), source, { surface });
+    this.write("auth.failed", "admin-token", source, { surface });
   }
 
-  /** A console login with the admin token; written before the login answers. */
-  async login(source: string): Promise<void> {
-    await this.write("auth.login", "console", source, null);
+  /** A failed console sign-in (wrong password or code, unknown email, refused by the identity provider). */
+  failedSignIn(source: string, email: string | null, reason: string): void {
+    this.roll();
+    if (this.recorded.has(source) || this.recorded.size >= this.maxAddresses) {
+      this.unrecorded += 1;
+      return;
+    }
+    this.recorded.add(source);
+    this.write("auth.failed", "anonymous", source, { surface: "console", email, reason });
+  }
+
+  /** A console sign-in by a member or an operator; written before the sign-in answers. */
+  async login(source: string, user: { id: string; email: string; accountId: string | null; operator: boolean }, method: string): Promise<void> {
+    await this.write("auth.login", user.operator ? "operator" : "member", source, { method }, { actorId: user.id, actorEmail: user.email, accountId: user.accountId });
   }
 
   /** Writes the summary of the window under way and waits for pending writes. */
@@ -81,16 +93,11 @@ export class AuthAudit {
     this.unrecorded = 0;
   }
 
-  private write(action: string, actor: AuditActor, source: string | null, detail: Record<string, unknown> | null): Promise<void> {
-    const entry: AuditEntry = { id: newId("aud"), at: new Date(this.now()).toISOString(), actor, onBehalfOf: null, action, accountId: null, keyId: null, source, detail };
+  private write(action: string, actor: AuditActor, source: string | null, detail: Record<string, unknown> | null, who: { actorId: string; actorEmail: string; accountId: string | null } | null = null): Promise<void> {
+    const entry: AuditEntry = { id: newId("aud"), at: new Date(this.now()).toISOString(), actor, actorId: who?.actorId ?? null, actorEmail: who?.actorEmail ?? null, onBehalfOf: null, action, accountId: who?.accountId ?? null, keyId: null, source, detail };
     const done = this.append(entry).catch((err: unknown) => this.log.warn({ err, action }, "could not write an auth audit entry"));
     this.writes.add(done);
     void done.finally(() => this.writes.delete(done));
     return done;
   }
-}
-
-/** The credential a failure was tried as: the console's login takes the admin token too. */
-function actorOf(surface: TokenSurface): AuditActor {
-  return surface === "console" ? "console" : "admin-token";
 }

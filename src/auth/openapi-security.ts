@@ -6,8 +6,8 @@ export const securitySchemes = {
   apiKey: { type: "http", scheme: "bearer", description: "Authorization: Bearer <API key>" },
   adminToken: { type: "http", scheme: "bearer", description: "Authorization: Bearer <adminToken> (or x-admin-token)" },
   metricsToken: { type: "http", scheme: "bearer", description: "Authorization: Bearer <metrics.token>: GET /metrics only" },
-  consoleCookie: { type: "apiKey", in: "cookie", name: consoleCookie, description: "The console's login (POST /console/api/login)" },
-  csrfToken: { type: "apiKey", in: "header", name: "X-CSRF-Token", description: "The console login's CSRF token: every call with the cookie that changes something" },
+  consoleCookie: { type: "apiKey", in: "cookie", name: consoleCookie, description: "A console session (POST /console/api/login, an invite, or OpenID Connect): a member is confined to their account and role" },
+  csrfToken: { type: "apiKey", in: "header", name: "X-CSRF-Token", description: "The console session's CSRF token: every call with the cookie that changes something" },
 } as const;
 
 /** One way to be let in (every scheme it names is needed); a route's `security` lists the ways, any one of which will do. */
@@ -19,14 +19,14 @@ function isRead(method: string | string[]): boolean {
   return (Array.isArray(method) ? method : [method]).every((m) => readMethods.has(m));
 }
 
-/** The console's login cookie stands in for the admin token; a call that changes something also needs its CSRF token. */
+/** A console session stands in for the admin token; a call that changes something also needs its CSRF token. */
 export function consoleLogin(method: string | string[]): SecurityRequirement {
   return isRead(method) ? { consoleCookie: [] } : { consoleCookie: [], csrfToken: [] };
 }
 
 /** /v1: an API key (the v1 scope's hooks). */
 export const apiKeyCallers = (): SecurityRequirement[] => [{ apiKey: [] }];
-/** /admin/v1: the admin token, or the console's login (authenticateAdmin). */
+/** /admin/v1: the admin token, or a console session (authenticateAdmin). */
 export const adminCallers = (method: string | string[]): SecurityRequirement[] => [{ adminToken: [] }, consoleLogin(method)];
 /** GET /metrics: the admin token or metrics.token (authenticateMetrics). */
 export const metricsCallers = (): SecurityRequirement[] => [{ adminToken: [] }, { metricsToken: [] }];

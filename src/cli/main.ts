@@ -10,6 +10,8 @@ const commands: Record<string, () => Promise<Command>> = {
   serve: async () => (await import("./serve.ts")).serveCommand,
   keys: async () => (await import("./keys.ts")).keysCommand,
   accounts: async () => (await import("./accounts.ts")).accountsCommand,
+  members: async () => (await import("./members.ts")).membersCommand,
+  operators: async () => (await import("./members.ts")).operatorsCommand,
   usage: async () => (await import("./usage.ts")).usageCommand,
   audit: async () => (await import("./audit.ts")).auditCommand,
   migrate: async () => (await import("./migrate.ts")).migrateCommand,
@@ -23,6 +25,8 @@ commands:
   serve [--host H] [--port P] [--pull]   start the HTTPS API
   accounts create|update|list ...        manage accounts
   keys create|list|rotate|revoke ...     manage API keys
+  members invite|list --account A ...    invite an account's console members (a one-time link)
+  operators invite|list ...              invite console operators (the first one, on a new server)
   usage [--account A]                    show recorded usage
   audit [--account A] [--action X]       show the audit log of account and key operations
   audit verify                           check the audit log's hash chain; exit 1 at the first break

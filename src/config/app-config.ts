@@ -62,6 +62,30 @@ export interface ModelEntry {
   options: Readonly<Record<string, unknown>>;
 }
 
+export interface OidcSettings {
+  issuer: string;
+  clientId: string;
+  clientSecret: string | null;
+  redirectUri: string | null;
+  roleClaim: string | null;
+  adminValue: string;
+  viewerValue: string;
+  /** Lower-cased. */
+  adminEmails: string[];
+  viewerEmails: string[];
+  /** Absolute path of extra CA certificates for the provider's TLS. */
+  caFile: string | null;
+}
+
+/** The console's users and sessions. */
+export interface ConsoleSettings {
+  publicUrl: string | null;
+  sessionIdleMs: number;
+  sessionLifetimeMs: number;
+  loginFailureLimit: { requests: number; windowMs: number };
+  oidc: OidcSettings | null;
+}
+
 export interface AppConfig {
   configFile: string | null;
   configDir: string;
@@ -101,6 +125,7 @@ export interface AppConfig {
   anonymousRateLimit: { requests: number; windowMs: number; ipv6Prefix: number };
   /** Failed admin-token attempts from all addresses together. */
   adminTokenFailureLimit: { requests: number; windowMs: number };
+  console: ConsoleSettings;
   defaultPlan: string;
   /** By name; a Map, so a name like `constructor` is just an unknown plan. */
   plans: ReadonlyMap<string, Plan>;

@@ -35,6 +35,42 @@ export const AnonymousRateLimitConfig = Type.Object(
   { additionalProperties: false },
 );
 
+/** Operators' single sign-on (OpenID Connect, authorization code with PKCE). */
+export const OidcConfig = Type.Object(
+  {
+    issuer: Type.String({ minLength: 1, description: "The provider's issuer URL (its discovery document is at /.well-known/openid-configuration)" }),
+    clientId: Type.String({ minLength: 1 }),
+    clientSecret: Type.Optional(Type.String({ minLength: 1 })),
+    /** Default: <console.publicUrl or the request's origin>/console/api/oidc/callback. */
+    redirectUri: Type.Optional(Type.String({ minLength: 1 })),
+    /** A claim of the ID token (a string or a list) that holds the role: `adminValue` or `viewerValue`. */
+    roleClaim: Type.Optional(Type.String({ minLength: 1 })),
+    adminValue: Type.Optional(Type.String({ minLength: 1 })),
+    viewerValue: Type.Optional(Type.String({ minLength: 1 })),
+    /** Emails that get operator-admin or operator-viewer (checked when no role claim gives a role). */
+    adminEmails: Type.Optional(Type.Array(Type.String())),
+    viewerEmails: Type.Optional(Type.Array(Type.String())),
+    /** A PEM file of CA certificates trusted for the provider besides the system's (a private CA). */
+    caFile: Type.Optional(Type.String({ minLength: 1 })),
+  },
+  { additionalProperties: false },
+);
+
+export const ConsoleConfig = Type.Object(
+  {
+    /** The console's public origin (https://console.example.com), for invite links and the OIDC redirect. */
+    publicUrl: Type.Optional(Type.String({ pattern: "^https://[^/]+$" })),
+    /** A session ends after this long without a request (default 30m)... */
+    sessionIdleTimeout: Type.Optional(Duration),
+    /** ...and this long after sign-in, whatever the activity (default 12h). */
+    sessionLifetime: Type.Optional(Duration),
+    /** Failed sign-ins per email (from any address) before that email is refused until the window ends (default 10 per 15m). */
+    loginFailureLimit: Type.Optional(RateLimitConfig),
+    oidc: Type.Optional(OidcConfig),
+  },
+  { additionalProperties: false },
+);
+
 export const PlanConfig = Type.Object(
   {
     rateLimit: Type.Optional(RateLimitConfig),
@@ -188,6 +224,7 @@ export const Config = Type.Object(
         { additionalProperties: false },
       ),
     ),
+    console: Type.Optional(ConsoleConfig),
     anonymousRateLimit: Type.Optional(AnonymousRateLimitConfig),
     /** Failed admin-token attempts allowed from all addresses together; past it every attempt is 429 until the window ends. */
     adminTokenFailureLimit: Type.Optional(RateLimitConfig),

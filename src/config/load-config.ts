@@ -3,7 +3,7 @@ import path from "node:path";
 import { Value } from "@sinclair/typebox/value";
 import YAML from "yaml";
 import { Config, allEndpoints, modelBaseProperties, type ConfigInput, type ModelConfigInput, type PlanConfig } from "./config.schema.ts";
-import type { AppConfig, InputLimits, ModelEntry, Plan } from "./app-config.ts";
+import type { AppConfig, ConsoleSettings, InputLimits, ModelEntry, Plan } from "./app-config.ts";
 import type { EngineKinds } from "./engine-kinds.ts";
 import { parseDuration } from "./duration.ts";
 import { isHubRef, localPathForHubRef, parseHubRef } from "./hub-ref.ts";
@@ -271,11 +271,39 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
     adminTokenFailureLimit: input.adminTokenFailureLimit
       ? { requests: input.adminTokenFailureLimit.requests, windowMs: parseDuration(input.adminTokenFailureLimit.window) }
       : { requests: 1000, windowMs: 60_000 },
+    console: consoleSettings(input.console, configDir),
     defaultPlan,
     plans,
     models: modelConfigs.map((m, index) => resolveModel(m, { configDir, dataDir, serverTimeoutMs: requestTimeoutMs, engines, file: file ?? "config", index })),
     pull: input.pull ?? "never",
     usingDefaultCatalog,
+  };
+}
+
+function consoleSettings(input: ConfigInput["console"] = {}, configDir: string): ConsoleSettings {
+  const oidc = input.oidc;
+  const lower = (emails: string[] | undefined) => (emails ?? []).map((e) => e.trim().toLowerCase()).filter(Boolean);
+  return {
+    publicUrl: input.publicUrl ?? null,
+    sessionIdleMs: parseDuration(input.sessionIdleTimeout ?? "30m"),
+    sessionLifetimeMs: parseDuration(input.sessionLifetime ?? "12h"),
+    loginFailureLimit: input.loginFailureLimit
+      ? { requests: input.loginFailureLimit.requests, windowMs: parseDuration(input.loginFailureLimit.window) }
+      : { requests: 10, windowMs: 15 * 60_000 },
+    oidc: oidc
+      ? {
+          issuer: oidc.issuer,
+          clientId: oidc.clientId,
+          clientSecret: oidc.clientSecret ?? null,
+          redirectUri: oidc.redirectUri ?? null,
+          roleClaim: oidc.roleClaim ?? null,
+          adminValue: oidc.adminValue ?? "operator-admin",
+          viewerValue: oidc.viewerValue ?? "operator-viewer",
+          adminEmails: lower(oidc.adminEmails),
+          viewerEmails: lower(oidc.viewerEmails),
+          caFile: oidc.caFile ? path.resolve(configDir, oidc.caFile) : null,
+        }
+      : null,
   };
 }
 

@@ -17,6 +17,7 @@ const defaultMessages: Record<ErrorCode, string> = {
   invalid_api_key: "Invalid API key.",
   model_not_in_plan: "This key is not allowed to use this model or endpoint.",
   ip_not_allowed: "Requests from this address are not allowed for this account.",
+  permission_denied: "Your role does not allow this operation.",
   model_not_found: "The model does not exist.",
   request_too_large: "The request body exceeds the plan's size limit.",
   rate_limit_exceeded: "Rate limit exceeded. Retry after the time given in Retry-After.",

@@ -5,6 +5,8 @@ export const errorCatalog = {
   invalid_api_key: { status: 401, type: "authentication_error" },
   model_not_in_plan: { status: 403, type: "permission_error" },
   ip_not_allowed: { status: 403, type: "permission_error" },
+  /** The console and admin API only: a signed-in user whose role does not allow the operation. */
+  permission_denied: { status: 403, type: "permission_error" },
   model_not_found: { status: 404, type: "invalid_request_error" },
   request_too_large: { status: 413, type: "invalid_request_error" },
   rate_limit_exceeded: { status: 429, type: "rate_limit_error" },

@@ -8,6 +8,8 @@ import { rerankSchemas } from "./rerank/rerank.schema.ts";
 import { responsesSchemas } from "./responses/responses.schema.ts";
 import { tokenizeSchemas } from "./tokenize/tokenize.schema.ts";
 import { transcriptionSchemas } from "./transcription/transcription.schema.ts";
+import { membersSchemas } from "./admin/members.schema.ts";
+import { consoleSchemas } from "./console/console.schema.ts";
 import modelsRoutes from "./models/models.route.ts";
 import healthRoutes from "./health/health.route.ts";
 import openapiRoutes from "./openapi/openapi.route.ts";
@@ -20,18 +22,21 @@ import modelsAdminRoutes from "./admin/models-admin.route.ts";
 import tokenizeRoutes from "./tokenize/tokenize.route.ts";
 import responsesRoutes from "./responses/responses.route.ts";
 import consolePageRoutes from "./console/console.route.ts";
-import consoleLoginRoutes from "./console/console-login.route.ts";
+import consoleSessionRoutes from "./console/console-session.route.ts";
+import consoleTotpRoutes from "./console/console-totp.route.ts";
+import consoleOidcRoutes from "./console/console-oidc.route.ts";
+import membersAdminRoutes from "./admin/members-admin.route.ts";
 
 type Routes = (app: FastifyInstance) => Promise<void>;
 
 /** Routes under /v1 (paths relative to it): API key, allowlist, rate limit and body limit (src/scopes/v1.scope.ts). */
 export const v1Routes: Routes[] = [modelsRoutes, openapiRoutes, chatRoutes, responsesRoutes, embeddingsRoutes, transcriptionRoutes, rerankRoutes, tokenizeRoutes];
 
-/** Routes under /admin/v1 (paths relative to it): the admin token (src/scopes/admin.scope.ts). */
-export const adminRoutes: Routes[] = [adminRoutesOfAccounts, modelsAdminRoutes];
+/** Routes under /admin/v1 (paths relative to it): the admin token or a console session, by role (src/scopes/admin.scope.ts). */
+export const adminRoutes: Routes[] = [adminRoutesOfAccounts, membersAdminRoutes, modelsAdminRoutes];
 
-/** The web console: its page and files, and the login (src/scopes/console.scope.ts). */
-export const consoleRoutes: Routes[] = [consolePageRoutes, consoleLoginRoutes];
+/** The web console: its page and files, sign-in, sessions, invites, TOTP and OIDC (src/scopes/console.scope.ts). */
+export const consoleRoutes: Routes[] = [consolePageRoutes, consoleSessionRoutes, consoleTotpRoutes, consoleOidcRoutes];
 
 /** Routes that take no credentials (src/scopes/public.scope.ts). */
 export const publicRoutes: Routes[] = [healthRoutes];
@@ -46,4 +51,6 @@ export const featureSchemas: TSchema[] = [
   ...tokenizeSchemas,
   ...modelsSchemas,
   ...adminSchemas,
+  ...membersSchemas,
+  ...consoleSchemas,
 ];

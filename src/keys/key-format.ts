@@ -53,6 +53,6 @@ export function displayPrefix(key: string): string {
 }
 
 /** Random ids for accounts and keys: `acct_…`, `key_…`. */
-export function newId(kind: "acct" | "key" | "aud"): string {
+export function newId(kind: "acct" | "key" | "aud" | "usr" | "inv"): string {
   return `${kind}_${base62(randomBytes(12), 17)}`;
 }

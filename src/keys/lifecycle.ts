@@ -65,6 +65,9 @@ export interface KeyInput {
 /** Who asks for an operation, for the audit log: every account and key change is recorded with it. */
 export interface AuditContext {
   actor: AuditActor;
+  /** The console user (member or operator) by id and email; absent for the CLI and the admin token. */
+  actorId?: string | null;
+  actorEmail?: string | null;
   /** A registered contact of the account the operation is done for (support acting on an emailed request). */
   onBehalfOf?: string | null;
   /** The client address of an HTTP call; the local user and host for the CLI. */
@@ -94,6 +97,8 @@ async function audited<T>(
       id: newId("aud"),
       at: now(),
       actor: by.actor,
+      actorId: by.actorId ?? null,
+      actorEmail: by.actorEmail ?? null,
       onBehalfOf: entry.onBehalfOf,
       action: entry.action,
       accountId: entry.accountId(result),
@@ -325,7 +330,7 @@ export async function revokeKey(store: Store, id: string, by: AuditContext, bus:
   } catch (err) {
     if (!bus || !isStoreUnreachable(err)) throw err;
     // The account and its contacts are out of reach: the entry is completed when it is written.
-    const entry: AuditEntry = { id: newId("aud"), at, actor: by.actor, onBehalfOf: by.onBehalfOf?.trim() || null, action: "key.revoke", accountId: null, keyId: id, source: by.source ?? null, detail: null };
+    const entry: AuditEntry = { id: newId("aud"), at, actor: by.actor, actorId: by.actorId ?? null, actorEmail: by.actorEmail ?? null, onBehalfOf: by.onBehalfOf?.trim() || null, action: "key.revoke", accountId: null, keyId: id, source: by.source ?? null, detail: null };
     await bus.holdPending(id, at, entry);
     await bus.publish(id, at);
     return { id, revokedAt: at, pending: true };

@@ -32,6 +32,13 @@ export interface Limits {
    * all (an admin answer's headers show that; a key's request gets the key's headers next).
    */
   anonymousAttempt(request: FastifyRequest, reply: FastifyReply, credential: "key" | "admin-token"): Promise<{ accepted: () => Promise<void> }>;
+  /**
+   * Counts a console sign-in before the password is checked: against the address (the anonymous limiter) and
+   * against the email, from all addresses together (`console.loginFailureLimit`), so neither one address trying many
+   * emails nor many addresses trying one email get far. 429 when either is spent, whatever the password. `accepted`
+   * takes the attempt back after a successful sign-in.
+   */
+  signInAttempt(request: FastifyRequest, reply: FastifyReply, email: string): Promise<{ accepted: () => Promise<void> }>;
 }
 
 declare module "fastify" {
@@ -128,6 +135,19 @@ export const rateLimitPlugin = fp(
           ],
           (c) => (c.bucket === account ? " for this account" : " for this key"),
         );
+      },
+      async signInAttempt(request, reply, email) {
+        const address = anonymousHit(request.clientIp);
+        const { requests, windowMs } = app.ctx.config.console.loginFailureLimit;
+        const byEmail: BucketHit = { bucket: `sign-in:${app.ctx.config.deployment}:${email}`, limit: requests, windowMs };
+        const counted = await countAll([address, byEmail]);
+        reply.headers(headersOf(counted[0]));
+        refuseIfOver(counted, (c) => (c.bucket === byEmail.bucket ? "Too many failed sign-ins for this email." : exceeded(c)));
+        return {
+          async accepted() {
+            await Promise.all([address, byEmail].map((h) => store.release(h.bucket, h.windowMs)));
+          },
+        };
       },
       async anonymousAttempt(request, reply, credential) {
         const address = anonymousHit(request.clientIp);

@@ -12,15 +12,22 @@ export const genesisHash = "0".repeat(64);
  */
 const chainLockId = "30794440740465012";
 
-export type ChainedFields = Omit<AuditTable, "prev_hash" | "hash">;
+/** The fields of an entry the chain covers; `actor_id` and `actor_email` are absent from entries written before 0007. */
+export type ChainedFields = Omit<AuditTable, "prev_hash" | "hash" | "actor_id" | "actor_email"> & Partial<Pick<AuditTable, "actor_id" | "actor_email">>;
 
 /**
  * SHA-256 (hex) of an entry's canonical serialisation: a JSON array, in a fixed order, of a version tag, the
  * previous entry's hash and the entry's fields exactly as stored (`detail` is the stored JSON text, never parsed and
- * serialised again), so every dialect and every reader hashes the same bytes.
+ * serialised again), so every dialect and every reader hashes the same bytes. An entry that names its user
+ * (`actor_id` or `actor_email`) is version 2: the v1 array with the two appended. Entries without them keep the v1
+ * bytes, so every entry chained before users existed verifies as it did; and an id or email removed from a v2 entry
+ * changes its bytes all the same (its hash no longer matches).
  */
 export function auditEntryHash(prevHash: string, f: ChainedFields): string {
-  const canonical = JSON.stringify(["modelgate-audit-v1", prevHash, Number(f.seq), f.id, f.at, f.actor, f.on_behalf_of, f.action, f.account_id, f.key_id, f.source, f.detail]);
+  const v1 = [prevHash, Number(f.seq), f.id, f.at, f.actor, f.on_behalf_of, f.action, f.account_id, f.key_id, f.source, f.detail];
+  const actorId = f.actor_id ?? null;
+  const actorEmail = f.actor_email ?? null;
+  const canonical = actorId === null && actorEmail === null ? JSON.stringify(["modelgate-audit-v1", ...v1]) : JSON.stringify(["modelgate-audit-v2", ...v1, actorId, actorEmail]);
   return createHash("sha256").update(canonical, "utf8").digest("hex");
 }
 

@@ -3,12 +3,21 @@ import { appendChained, verifyAuditChain, type ChainReport } from "./audit-chain
 import { atomically } from "./dialect.ts";
 import type { Database } from "./schema.ts";
 
-export type AuditActor = "console" | "cli" | "admin-token";
+/**
+ * The kind of actor. `member` and `operator` entries name the console user (`actorId`, `actorEmail`); `anonymous` is a
+ * failed sign-in; `console` is the shared-token console of earlier versions (old entries only).
+ */
+export type AuditActor = "member" | "operator" | "cli" | "admin-token" | "anonymous" | "console";
+export const auditActors: AuditActor[] = ["member", "operator", "cli", "admin-token", "anonymous", "console"];
 
 export interface AuditEntry {
   id: string;
   at: string;
   actor: AuditActor;
+  /** The member's or operator's user id; null for other actors. */
+  actorId?: string | null;
+  /** The member's or operator's email when the entry was written. */
+  actorEmail?: string | null;
   onBehalfOf: string | null;
   action: string;
   accountId: string | null;
@@ -31,6 +40,8 @@ function toEntry(row: Row): AuditEntry {
     id: row.id,
     at: row.at,
     actor: row.actor as AuditActor,
+    actorId: row.actor_id ?? null,
+    actorEmail: row.actor_email ?? null,
     onBehalfOf: row.on_behalf_of,
     action: row.action,
     accountId: row.account_id,
@@ -73,6 +84,7 @@ export class AuditRepo {
       id: entry.id,
       at: entry.at,
       actor: entry.actor,
+      ...(entry.actorId || entry.actorEmail ? { actor_id: entry.actorId ?? null, actor_email: entry.actorEmail ?? null } : {}),
       on_behalf_of: entry.onBehalfOf,
       action: entry.action,
       account_id: entry.accountId,

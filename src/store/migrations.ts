@@ -139,6 +139,63 @@ const migrations: Record<string, Migration> = {
       await db.schema.dropTable("usage_batches").execute();
     },
   },
+  "0007_console_users": {
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable("users")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("email", "text", (c) => c.notNull().unique())
+        .addColumn("account_id", "text", (c) => c.references("accounts.id"))
+        .addColumn("role", "text", (c) => c.notNull())
+        .addColumn("password_hash", "text")
+        .addColumn("totp_secret", "text")
+        .addColumn("totp_enabled_at", "text")
+        .addColumn("totp_last_step", "bigint")
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .addColumn("disabled_at", "text")
+        .execute();
+      await db.schema.createIndex("users_account_idx").on("users").column("account_id").execute();
+      await db.schema
+        .createTable("recovery_codes")
+        .addColumn("user_id", "text", (c) => c.notNull().references("users.id"))
+        .addColumn("hash", "text", (c) => c.notNull())
+        .addColumn("used_at", "text")
+        .addPrimaryKeyConstraint("recovery_codes_pk", ["user_id", "hash"])
+        .execute();
+      await db.schema
+        .createTable("invites")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("token_hash", "text", (c) => c.notNull().unique())
+        .addColumn("purpose", "text", (c) => c.notNull())
+        .addColumn("email", "text", (c) => c.notNull())
+        .addColumn("account_id", "text", (c) => c.references("accounts.id"))
+        .addColumn("role", "text", (c) => c.notNull())
+        .addColumn("created_by_id", "text")
+        .addColumn("created_by_email", "text")
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .addColumn("expires_at", "text", (c) => c.notNull())
+        .addColumn("used_at", "text")
+        .execute();
+      await db.schema.createIndex("invites_account_idx").on("invites").column("account_id").execute();
+      await db.schema
+        .createTable("console_sessions")
+        .addColumn("id_hash", "text", (c) => c.primaryKey())
+        .addColumn("user_id", "text", (c) => c.notNull())
+        .addColumn("csrf", "text", (c) => c.notNull())
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .addColumn("last_seen_at", "text", (c) => c.notNull())
+        .addColumn("expires_at", "text", (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex("console_sessions_user_idx").on("console_sessions").column("user_id").execute();
+      // Who did it, for entries made by a console user: kind stays in `actor`; id and email join the chain's hash
+      // (audit-chain.ts, version 2) for the entries that carry them.
+      await db.schema.alterTable("audit_log").addColumn("actor_id", "text").execute();
+      await db.schema.alterTable("audit_log").addColumn("actor_email", "text").execute();
+    },
+    async down() {
+      throw new Error("the audit log is append-only: no down migration");
+    },
+  },
 };
 
 /** Gives the entries written before 0004 their place in the chain; the append-only triggers are lifted meanwhile. */

@@ -56,6 +56,11 @@ export const servingPrivileges: Readonly<Record<string, string>> = {
   usage_batches: "SELECT, INSERT, DELETE",
   store_meta: "SELECT, INSERT",
   audit_log: "SELECT, INSERT",
+  // Console users are disabled, never deleted (their audit entries name them); codes and sessions come and go.
+  users: "SELECT, INSERT, UPDATE",
+  recovery_codes: "SELECT, INSERT, UPDATE, DELETE",
+  invites: "SELECT, INSERT, UPDATE",
+  console_sessions: "SELECT, INSERT, UPDATE, DELETE",
   kysely_migration: "SELECT",
   kysely_migration_lock: "SELECT",
 };

@@ -46,8 +46,15 @@ export interface UsageTable {
 export interface AuditTable {
   id: string;
   at: string;
-  /** `console` (a console login), `cli` or `admin-token` (the admin API). */
+  /**
+   * The kind of actor: `member` or `operator` (a console user, named by `actor_id` and `actor_email`), `cli`,
+   * `admin-token` (automation), `anonymous` (a failed login); `console` only on entries from before console users.
+   */
   actor: string;
+  /** The user's id when the actor is a member or an operator (null otherwise, and on entries from before it). */
+  actor_id: string | null;
+  /** The user's email at the time of the entry. */
+  actor_email: string | null;
   /** A registered contact of the account the operation was asked for by (the pilot-phase support flow). */
   on_behalf_of: string | null;
   action: string;
@@ -77,7 +84,66 @@ export interface UsageBatchesTable {
   written_at: string;
 }
 
+/** Console users: an account's members (owner, developer, viewer) and the operators (operator-admin, operator-viewer). */
+export interface UsersTable {
+  id: string;
+  /** Lower-cased; one user per email. */
+  email: string;
+  /** The member's account; null for operators. */
+  account_id: string | null;
+  role: string;
+  /** scrypt (password.ts); null for a user who signs in only through OIDC. */
+  password_hash: string | null;
+  /** Base32 TOTP secret once TOTP is on (or being set up: `totp_enabled_at` null). */
+  totp_secret: string | null;
+  totp_enabled_at: string | null;
+  /** The last TOTP time step accepted, so a code is never accepted twice. */
+  totp_last_step: number | null;
+  created_at: string;
+  /** A removed member: kept for the audit log's sake, never signs in again. */
+  disabled_at: string | null;
+}
+
+/** TOTP recovery codes: each one shown once, stored as a hash, used at most once. */
+export interface RecoveryCodesTable {
+  user_id: string;
+  hash: string;
+  used_at: string | null;
+}
+
+/** One-time links: invitations (and password resets), stored as the SHA-256 of the token only. */
+export interface InvitesTable {
+  id: string;
+  token_hash: string;
+  /** `invite` or `reset`. */
+  purpose: string;
+  email: string;
+  /** The account a member is invited to; null for an operator. */
+  account_id: string | null;
+  role: string;
+  created_by_id: string | null;
+  created_by_email: string | null;
+  created_at: string;
+  expires_at: string;
+  used_at: string | null;
+}
+
+/** Console sessions in the database (when no Redis is configured): the SHA-256 of the cookie's id, never the id. */
+export interface SessionsTable {
+  id_hash: string;
+  user_id: string;
+  csrf: string;
+  created_at: string;
+  last_seen_at: string;
+  /** The absolute end, whatever the activity. */
+  expires_at: string;
+}
+
 export interface Database {
+  users: UsersTable;
+  recovery_codes: RecoveryCodesTable;
+  invites: InvitesTable;
+  console_sessions: SessionsTable;
   accounts: AccountsTable;
   api_keys: KeysTable;
   usage: UsageTable;

@@ -13,6 +13,9 @@ import { prepareSchema } from "./schema-version.ts";
 import { StoreHealth } from "./store-health.ts";
 import type { Database } from "./schema.ts";
 import { UsageRepo } from "./usage.repo.ts";
+import { UsersRepo } from "./users.repo.ts";
+import { InvitesRepo } from "./invites.repo.ts";
+import { ConsoleSessionsRepo } from "./console-sessions.repo.ts";
 
 export interface Store {
   readonly dialect: "sqlite" | "postgres";
@@ -21,6 +24,10 @@ export interface Store {
   readonly keys: KeysRepo;
   readonly usage: UsageRepo;
   readonly audit: AuditRepo;
+  /** Console users (members and operators), their invites and sessions. */
+  readonly users: UsersRepo;
+  readonly invites: InvitesRepo;
+  readonly sessions: ConsoleSessionsRepo;
   /** Runs `fn` in one transaction over repos bound to it: all of its writes land, or none. */
   transaction<T>(fn: (tx: StoreTransaction) => Promise<T>): Promise<T>;
   /** HMAC secret for key hashes (config keySecret or <dataDir>/secret), checked against the database's check value. */
@@ -31,7 +38,7 @@ export interface Store {
 }
 
 /** The repos a transaction writes through. */
-export type StoreTransaction = Pick<Store, "accounts" | "keys" | "audit">;
+export type StoreTransaction = Pick<Store, "accounts" | "keys" | "audit" | "users" | "invites" | "sessions">;
 
 /** Where the SQLite store lives when no database URL is configured. */
 export function sqlitePath(config: AppConfig): string {
@@ -110,7 +117,13 @@ export async function openStore(config: AppConfig, log: FastifyBaseLogger, optio
     keys: new KeysRepo(db),
     usage: new UsageRepo(db),
     audit: new AuditRepo(db),
-    transaction: (fn) => db.transaction().execute((trx) => fn({ accounts: new AccountsRepo(trx), keys: new KeysRepo(trx), audit: new AuditRepo(trx) })),
+    users: new UsersRepo(db),
+    invites: new InvitesRepo(db),
+    sessions: new ConsoleSessionsRepo(db),
+    transaction: (fn) =>
+      db.transaction().execute((trx) =>
+        fn({ accounts: new AccountsRepo(trx), keys: new KeysRepo(trx), audit: new AuditRepo(trx), users: new UsersRepo(trx), invites: new InvitesRepo(trx), sessions: new ConsoleSessionsRepo(trx) }),
+      ),
     get keySecret(): Buffer {
       if (!keySecret) throw new Error("this store was opened without the key secret");
       return keySecret;

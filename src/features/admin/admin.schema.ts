@@ -1,5 +1,10 @@
 import { Type, type Static, type TSchema } from "@sinclair/typebox";
 import { Endpoint } from "../../config/config.schema.ts";
+import { auditActors } from "../../auth/principal.ts";
+
+const Actor = Type.Union(auditActors.map((a) => Type.Literal(a)), {
+  description: "member or operator (a console user, named by actorId and actorEmail), cli, admin-token, anonymous (a failed sign-in); console: the shared-token console of earlier versions",
+});
 
 export const CreateAccountBody = Type.Object(
   {
@@ -144,7 +149,7 @@ export const AuditQuery = Type.Object(
   {
     account: Type.Optional(Type.String()),
     action: Type.Optional(Type.String()),
-    actor: Type.Optional(Type.Union([Type.Literal("console"), Type.Literal("cli"), Type.Literal("admin-token")])),
+    actor: Type.Optional(Actor),
     // A query string is text, and the server does not coerce types (a JSON body's "1" is not 1): digits, read below.
     limit: Type.Optional(Type.String({ pattern: "^(10000|[1-9][0-9]{0,3})$", description: "1 to 10000 (default 500)" })),
   },
@@ -159,9 +164,11 @@ export const AuditList = Type.Object(
       Type.Object({
         id: Type.String(),
         at: Timestamp,
-        actor: Type.Union([Type.Literal("console"), Type.Literal("cli"), Type.Literal("admin-token")]),
+        actor: Actor,
+        actorId: Type.Union([Type.String(), Type.Null()], { description: "The console user's id (member or operator)" }),
+        actorEmail: Type.Union([Type.String(), Type.Null()], { description: "The console user's email when the entry was written" }),
         onBehalfOf: Type.Union([Type.String(), Type.Null()], { description: "A registered contact of the account the operation was asked for by" }),
-        action: Type.String({ description: "account.create, account.update, key.create, key.rotate, key.revoke" }),
+        action: Type.String({ description: "account.create, account.update, key.create, key.rotate, key.revoke, member.invite, member.join, member.role, member.remove, operator.*, user.totp.*, user.password_reset*, auth.login, auth.failed" }),
         accountId: Type.Union([Type.String(), Type.Null()]),
         keyId: Type.Union([Type.String(), Type.Null()], { description: "The key id; never a key value" }),
         source: Type.Union([Type.String(), Type.Null()], { description: "The client address of an HTTP call; local:USER@HOST for the CLI" }),

@@ -1,0 +1,81 @@
+import { Type, type Static } from "@sinclair/typebox";
+
+const Timestamp = Type.String({ description: "ISO 8601" });
+
+export const UserSchema = Type.Object(
+  {
+    id: Type.String(),
+    email: Type.String(),
+    accountId: Type.Union([Type.String(), Type.Null()], { description: "The member's account; null for an operator" }),
+    role: Type.String({ description: "owner, developer, viewer; operator-admin, operator-viewer" }),
+    totpEnabled: Type.Boolean(),
+    createdAt: Timestamp,
+  },
+  { $id: "ConsoleUser" },
+);
+
+export const InviteSchema = Type.Object(
+  {
+    id: Type.String(),
+    email: Type.String(),
+    role: Type.String(),
+    accountId: Type.Union([Type.String(), Type.Null()]),
+    expiresAt: Timestamp,
+    createdByEmail: Type.Union([Type.String(), Type.Null()]),
+  },
+  { $id: "PendingInvite" },
+);
+
+export const UserList = Type.Object(
+  { object: Type.Literal("list"), data: Type.Array(Type.Ref(UserSchema)), invites: Type.Array(Type.Ref(InviteSchema), { description: "Unused, unexpired invites" }) },
+  { $id: "ConsoleUserList" },
+);
+
+export const CreatedLinkSchema = Type.Object(
+  {
+    id: Type.String(),
+    email: Type.String(),
+    role: Type.String(),
+    accountId: Type.Union([Type.String(), Type.Null()]),
+    purpose: Type.Union([Type.Literal("invite"), Type.Literal("reset")]),
+    expiresAt: Timestamp,
+    token: Type.String({ description: "Shown in this answer only: the store keeps its hash" }),
+    path: Type.String({ description: "The console page that takes the token: /console#/invite/<token>" }),
+    url: Type.Union([Type.String(), Type.Null()], { description: "The full link, when console.publicUrl is configured" }),
+  },
+  { $id: "OneTimeLink" },
+);
+
+export const InviteBody = Type.Object(
+  { email: Type.String({ minLength: 3, maxLength: 320 }), role: Type.String({ minLength: 1, maxLength: 32 }) },
+  { additionalProperties: false },
+);
+export type InviteBody = Static<typeof InviteBody>;
+
+export const RoleBody = Type.Object({ role: Type.String({ minLength: 1, maxLength: 32 }) }, { additionalProperties: false });
+export type RoleBody = Static<typeof RoleBody>;
+
+export const IdParams = Type.Object({ id: Type.String({ maxLength: 128 }) });
+export type IdParams = Static<typeof IdParams>;
+
+const Limit = Type.Object({ requests: Type.Integer(), windowSeconds: Type.Number() });
+
+export const PlanLimitsSchema = Type.Object(
+  {
+    name: Type.String(),
+    rateLimit: Limit,
+    accountRateLimit: Limit,
+    maxBodyBytes: Type.Integer(),
+    maxUploadBytes: Type.Integer(),
+    maxOutputTokens: Type.Union([Type.Integer(), Type.Null()]),
+    models: Type.Array(Type.String(), { description: "Model globs the plan allows" }),
+    endpoints: Type.Array(Type.String()),
+    ipAllowlist: Type.Boolean(),
+    tokenQuota: Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()], { description: "The plan's token quota and what is used of it (issue 32); null until token limits exist" }),
+    budget: Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()], { description: "The account's budget and spend (issue 32); null until budgets exist" }),
+  },
+  { $id: "PlanLimits" },
+);
+
+/** The console users' shared schemas (the OpenAPI document lists them). */
+export const membersSchemas = [UserSchema, InviteSchema, UserList, CreatedLinkSchema, PlanLimitsSchema];

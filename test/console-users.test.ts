@@ -1,0 +1,380 @@
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { rmSync } from "node:fs";
+import { runCli, startServer, tempDir, writeConfig, type TestServer } from "../harness/server.ts";
+import { errorOf } from "./helpers/errors.ts";
+import { clientFrom, inviteWithToken, joinWithToken, sessionCookie, setCookieValue, signInRequest, testPassword, type ConsoleClient } from "./helpers/console-users.ts";
+import { totpCode } from "../src/auth/totp.ts";
+import { sql } from "kysely";
+import { openStore } from "../src/store/store.ts";
+import { silentLogger } from "../harness/keys.ts";
+
+/**
+ * Issue 33's security rules for console users over HTTP: isolation between accounts (generated from the route
+ * table), role limits, invites and passwords, sessions (fixation, CSRF, timeouts, sign-out everywhere), throttled
+ * and audited sign-ins, and the audit log naming the user. Replicas sharing sessions: console-replicas.test.ts;
+ * OIDC: console-oidc.test.ts; the browser: console.test.ts.
+ */
+const adminToken = "Yq4vN8sKpT2wLz6RbX1mHc9dFj3GtA7uEe5SnV0kQiW";
+const admin = { authorization: `Bearer ${adminToken}` };
+let srv: TestServer;
+
+interface Tenant {
+  account: { id: string; name: string };
+  owner: ConsoleClient;
+  key: { id: string; prefix: string; name: string };
+}
+let a: Tenant;
+let b: Tenant;
+
+async function adminJson<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const res = body === undefined ? await srv.get(path, { headers: admin, method }) : await srv.post(path, body, { headers: admin, method });
+  const text = await res.text();
+  assert.ok(res.ok, `${method} ${path}: ${res.status} ${text}`);
+  return JSON.parse(text) as T;
+}
+
+async function tenant(name: string): Promise<Tenant> {
+  const account = await adminJson<{ id: string; name: string }>("POST", "/admin/v1/accounts", { name, contacts: [`ops@${name}.example`] });
+  const owner = await joinWithToken(srv.fetch, srv.origin, adminToken, account.id, `owner@${name}.example`, "owner");
+  const key = await owner.json<{ id: string; prefix: string; name: string }>("POST", "/admin/v1/keys", { account: account.id, name: `${name}-secret-key-name` });
+  return { account, owner, key };
+}
+
+before(async () => {
+  srv = await startServer({
+    adminToken,
+    server: { trustProxy: ["127.0.0.1"] },
+    // Room for this file's own refusals from 127.0.0.1 (the isolation sweep is hundreds of calls).
+    anonymousRateLimit: { requests: 5000, window: "1m" },
+    console: { loginFailureLimit: { requests: 3, window: "1m" } },
+    models: [],
+  });
+  a = await tenant("alpha-corp");
+  b = await tenant("beta-corp");
+});
+
+after(async () => {
+  await srv?.close();
+});
+
+/** Every value of B a member of A must never see: its names, its key's prefix and name, its people, its ids. */
+async function secretsOfB(): Promise<Record<string, string>> {
+  const members = await adminJson<{ data: { id: string; email: string }[]; invites: { id: string; email: string }[] }>("GET", `/admin/v1/accounts/${b.account.id}/members`);
+  const secrets: Record<string, string> = { accountName: b.account.name, accountId: b.account.id, keyPrefix: b.key.prefix, keyId: b.key.id, keyName: b.key.name, contact: `ops@${b.account.name}.example` };
+  for (const [i, m] of members.data.entries()) Object.assign(secrets, { [`user${i}`]: m.id, [`email${i}`]: m.email });
+  for (const [i, inv] of members.invites.entries()) Object.assign(secrets, { [`invite${i}`]: inv.id, [`invitee${i}`]: inv.email });
+  return secrets;
+}
+
+interface OpenApiOperation {
+  parameters?: { in: string; name: string }[];
+  requestBody?: { content?: Record<string, { schema?: unknown }> };
+}
+
+/** A valid value for each body field a route declares, with B's account id where a field names an account. */
+function sampleBody(schema: unknown, id: string): Record<string, unknown> | undefined {
+  const props = (schema as { properties?: Record<string, { type?: string; anyOf?: unknown[] }> } | undefined)?.properties;
+  if (!props) return undefined;
+  const samples: Record<string, unknown> = { email: "isolation@example.com", role: "developer", password: testPassword, name: "isolation-probe", token: "x".repeat(43), code: "123456", plan: "default" };
+  const body: Record<string, unknown> = {};
+  for (const [field, p] of Object.entries(props)) {
+    if (field === "account") body[field] = id;
+    else if (field in samples) body[field] = samples[field];
+    else if (p.type === "array" || p.anyOf) body[field] = null;
+  }
+  return body;
+}
+
+test("issue 33 isolation: a member of A, signed in with a CSRF token, tries every admin and console route (from the route table) with B's ids in the path, the body and the query: 404 or 403, and nothing of B in any answer", async () => {
+  const attacker = await joinWithToken(srv.fetch, srv.origin, adminToken, a.account.id, "dev@alpha-corp.example", "developer");
+  const bViewer = await inviteWithToken(srv.fetch, srv.origin, adminToken, b.account.id, "pending@beta-corp.example", "viewer");
+  assert.ok(bViewer);
+  const secrets = await secretsOfB();
+  const bIds = [secrets.accountId!, secrets.accountName!, secrets.keyId!, secrets.user0!, secrets.invite0!];
+  const routes = srv.server.app.routeTable.routes.filter((r) => r.url.startsWith("/admin/v1/") || r.url.startsWith("/console/api/"));
+  // Each route's body and query fields, from the OpenAPI document built from the same routes' schemas.
+  const doc = srv.server.app.swagger() as { paths: Record<string, Record<string, OpenApiOperation>>; components: { schemas: Record<string, unknown> } };
+  const operation = (method: string, url: string) => doc.paths[url.replace(/:(\w+)/g, "{$1}")]?.[method.toLowerCase()];
+  const resolve = (schema: unknown) => {
+    const ref = (schema as { $ref?: string } | undefined)?.$ref;
+    return ref ? doc.components.schemas[ref.split("/").pop()!] : schema;
+  };
+  // The console's own calls act on the signed-in user only; these would end the attacker's session or sign-in.
+  const skipped = new Set(["POST /console/api/logout", "POST /console/api/logout-everywhere", "POST /console/api/login", "POST /console/api/invites/accept"]);
+  let tried = 0;
+  for (const route of routes) {
+    const label = `${route.method} ${route.url}`;
+    if (skipped.has(label)) continue;
+    const params = route.url.match(/:\w+/g) ?? [];
+    const op = operation(route.method, route.url);
+    const query = Object.fromEntries((op?.parameters ?? []).filter((p) => p.in === "query").map((p) => [p.name, true]));
+    for (const id of bIds) {
+      const path = route.url.replace(/:\w+/g, encodeURIComponent(id)) + ("account" in query ? `?account=${encodeURIComponent(id)}` : "");
+      const body = route.method === "GET" || route.method === "DELETE" ? undefined : sampleBody(resolve(op?.requestBody?.content?.["application/json"]?.schema), id);
+      const res = await attacker.send(route.method, path, body ?? (route.method === "POST" ? {} : undefined));
+      const text = await res.text();
+      tried += 1;
+      const carriesB = params.length > 0 || "account" in query || (body !== undefined && "account" in body);
+      if (route.url.startsWith("/admin/v1/") && carriesB) assert.ok(res.status === 404 || res.status === 403, `${label} with ${id}: ${res.status} ${text}`);
+      const sent = `${path} ${JSON.stringify(body ?? {})}`;
+      for (const [what, value] of Object.entries(secrets)) {
+        if (!sent.includes(value)) assert.ok(!text.includes(value), `${label} with ${id}: B's ${what} in the answer: ${text.slice(0, 300)}`);
+      }
+      if (params.length === 0 && !("account" in query) && !(body && "account" in body)) break;
+    }
+  }
+  assert.ok(routes.length >= 30 && tried >= routes.length, `every route of the table was tried (${tried} calls over ${routes.length} routes)`);
+  // And A's own data is still reachable to A, so the refusals above are about B, not a broken session.
+  const own = await attacker.json<{ data: { id: string }[] }>("GET", "/admin/v1/keys");
+  assert.deepEqual(own.data.map((k) => k.id), [a.key.id]);
+  const audit = await attacker.json<{ data: { accountId: string | null }[] }>("GET", "/admin/v1/audit");
+  assert.ok(audit.data.length > 0 && audit.data.every((e) => e.accountId === a.account.id), "a member's audit log is their account's only");
+});
+
+test("issue 33 roles: a viewer cannot create, rotate or revoke; a developer cannot invite; a member cannot reach operator routes; an operator-viewer only reads", async () => {
+  const viewer = await joinWithToken(srv.fetch, srv.origin, adminToken, a.account.id, "viewer@alpha-corp.example", "viewer");
+  const developer = await joinWithToken(srv.fetch, srv.origin, adminToken, a.account.id, "dev2@alpha-corp.example", "developer");
+  const refused = async (client: ConsoleClient, method: string, path: string, body?: unknown) => {
+    const res = await client.send(method, path, body);
+    assert.deepEqual(await errorOf(res), { status: 403, type: "permission_error", code: "permission_denied", param: null }, `${client.user.role} ${method} ${path}`);
+  };
+  await refused(viewer, "POST", "/admin/v1/keys", { account: a.account.id, name: "nope" });
+  await refused(viewer, "POST", `/admin/v1/keys/${a.key.id}/rotate`);
+  await refused(viewer, "POST", `/admin/v1/keys/${a.key.id}/revoke`);
+  await refused(viewer, "GET", `/admin/v1/accounts/${a.account.id}/members`);
+  assert.equal((await viewer.send("GET", "/admin/v1/keys")).status, 200, "a viewer reads keys");
+  assert.equal((await viewer.send("GET", `/admin/v1/accounts/${a.account.id}/plan`)).status, 200, "a viewer reads the plan");
+  await refused(developer, "POST", `/admin/v1/accounts/${a.account.id}/invites`, { email: "x@alpha-corp.example", role: "viewer" });
+  await refused(developer, "PATCH", `/admin/v1/users/${viewer.user.id}`, { role: "owner" });
+  const created = await developer.json<{ id: string }>("POST", "/admin/v1/keys", { account: a.account.id, name: "dev-key", endpoints: ["chat"] });
+  assert.equal((await developer.send("POST", `/admin/v1/keys/${created.id}/revoke`)).status, 200, "a developer manages keys");
+  const deployment = await developer.send("POST", "/admin/v1/keys", { account: a.account.id, deployment: "dedicated-1" });
+  assert.deepEqual(await errorOf(deployment), { status: 400, type: "invalid_request_error", code: "invalid_parameter", param: "deployment" });
+  for (const [method, path, body] of [
+    ["GET", "/admin/v1/operators"],
+    ["POST", "/admin/v1/operators/invites", { email: "op@example.com", role: "operator-admin" }],
+    ["POST", "/admin/v1/accounts", { name: "made-by-a-member" }],
+    ["PATCH", `/admin/v1/accounts/${a.account.id}`, { plan: "default" }],
+    ["GET", "/admin/v1/models"],
+  ] as [string, string, unknown][]) {
+    await refused(a.owner, method, path, body);
+  }
+  const opViewer = await joinWithToken(srv.fetch, srv.origin, adminToken, null, "opview@example.com", "operator-viewer");
+  assert.equal((await opViewer.send("GET", "/admin/v1/accounts")).status, 200);
+  assert.equal((await opViewer.send("GET", `/admin/v1/keys?account=${b.account.id}`)).status, 200, "operators read every account");
+  await refused(opViewer, "POST", "/admin/v1/keys", { account: a.account.id });
+  await refused(opViewer, "POST", `/admin/v1/accounts/${a.account.id}/invites`, { email: "y@alpha-corp.example", role: "viewer" });
+});
+
+test("issue 33 invites: a link works once; a used, expired or withdrawn link is refused; passwords need 12 characters and not a common one; a reset link follows the same rules", async () => {
+  const token = await inviteWithToken(srv.fetch, srv.origin, adminToken, a.account.id, "once@alpha-corp.example", "viewer");
+  const accept = (t: string, password: string) => srv.post("/console/api/invites/accept", { token: t, password });
+  assert.deepEqual(await errorOf(await accept(token, "short-pw-1")), { status: 400, type: "invalid_request_error", code: "invalid_parameter", param: "password" });
+  assert.deepEqual(await errorOf(await accept(token, "qwerty123456")), { status: 400, type: "invalid_request_error", code: "invalid_parameter", param: "password" });
+  assert.deepEqual(await errorOf(await accept(token, "Password1234!")), { status: 400, type: "invalid_request_error", code: "invalid_parameter", param: "password" });
+  const lookup = (await (await srv.post("/console/api/invites/lookup", { token })).json()) as Record<string, string>;
+  assert.deepEqual({ ...lookup, expiresAt: typeof lookup.expiresAt }, { email: "once@alpha-corp.example", role: "viewer", purpose: "invite", accountName: a.account.name, expiresAt: "string" });
+  const [first, second] = await Promise.all([accept(token, testPassword), accept(token, testPassword)]);
+  assert.deepEqual([first.status, second.status].sort(), [200, 404], "two racing uses: one wins");
+  assert.deepEqual(await errorOf(await accept(token, testPassword)), { status: 404, type: "invalid_request_error", code: "model_not_found", param: "token" });
+  assert.equal((await srv.post("/console/api/invites/lookup", { token })).status, 404);
+
+  const late = await inviteWithToken(srv.fetch, srv.origin, adminToken, a.account.id, "late@alpha-corp.example", "viewer");
+  const store = await openStore(srv.config, silentLogger());
+  try {
+    const hours72 = 72 * 3600 * 1000;
+    const pending = await store.invites.pending(a.account.id, new Date().toISOString());
+    const invite = pending.find((i) => i.email === "late@alpha-corp.example")!;
+    assert.ok(Math.abs(Date.parse(invite.expiresAt) - Date.parse(invite.createdAt) - hours72) < 1000, "valid 72 h");
+    await store.db.updateTable("invites").set({ expires_at: new Date(Date.now() - 1000).toISOString() }).where("id", "=", invite.id).execute();
+    const rows = await store.db.selectFrom("invites").select(["token_hash"]).execute();
+    assert.ok(rows.every((r) => /^[0-9a-f]{64}$/.test(r.token_hash) && r.token_hash !== late), "only a hash is stored");
+  } finally {
+    await store.close();
+  }
+  assert.equal((await accept(late, testPassword)).status, 404, "an expired link is refused");
+
+  const withdrawn = await a.owner.json<{ id: string; token: string }>("POST", `/admin/v1/accounts/${a.account.id}/invites`, { email: "withdrawn@alpha-corp.example", role: "viewer" });
+  await a.owner.json("DELETE", `/admin/v1/invites/${withdrawn.id}`);
+  assert.equal((await accept(withdrawn.token, testPassword)).status, 404, "a withdrawn link is refused");
+
+  const member = await clientFrom(srv.fetch, srv.origin, await signInRequest(srv.fetch, srv.origin, "once@alpha-corp.example", testPassword));
+  const reset = await a.owner.json<{ token: string; purpose: string }>("POST", `/admin/v1/users/${member.user.id}/password-reset`);
+  assert.equal(reset.purpose, "reset");
+  const newPassword = "another calm harbour of 7 ships";
+  const racing = await Promise.all([accept(reset.token, newPassword), accept(reset.token, "and one more password 99")]);
+  assert.deepEqual(racing.map((r) => r.status).sort(), [200, 404], "a reset link works once, however many race");
+  const winner = racing[0]!.status === 200 ? newPassword : "and one more password 99";
+  assert.equal((await accept(reset.token, "and a third password 123")).status, 404, "and never again");
+  assert.equal((await member.send("GET", "/admin/v1/keys")).status, 401, "a new password ends the sessions of the old one");
+  assert.equal((await signInRequest(srv.fetch, srv.origin, "once@alpha-corp.example", winner)).status, 200);
+});
+
+test("issue 33 sessions: an id planted before sign-in is not kept; a change from another origin or without the CSRF token is refused; sign out everywhere ends every session", async () => {
+  const planted = "attacker-chosen-session-id-0123456789abcdef";
+  const res = await signInRequest(srv.fetch, srv.origin, "owner@alpha-corp.example", testPassword, {}, { cookie: `${sessionCookie}=${planted}`, "x-forwarded-for": "198.51.100.1" });
+  const session = await clientFrom(srv.fetch, srv.origin, res);
+  assert.notEqual(session.cookie, planted, "a new id at sign-in");
+  assert.match(res.headers.getSetCookie().join("\n"), /__Host-modelgate_console=[\w-]{43}; Max-Age=\d+; Path=\/; HttpOnly; Secure; SameSite=Strict/);
+  assert.equal((await srv.get("/admin/v1/keys", { headers: { cookie: `${sessionCookie}=${planted}` } })).status, 401);
+
+  const crossSiteSignIn = await signInRequest(srv.fetch, srv.origin, "owner@alpha-corp.example", testPassword, {}, { origin: "https://evil.example", "x-forwarded-for": "198.51.100.4" });
+  assert.deepEqual([crossSiteSignIn.status, setCookieValue(crossSiteSignIn)], [401, null], "a sign-in posted by another site");
+  const body = { account: a.account.id, name: "csrf" };
+  const noToken = await srv.post("/admin/v1/keys", body, { headers: { cookie: `${sessionCookie}=${session.cookie}` } });
+  assert.deepEqual(await errorOf(noToken), { status: 401, type: "authentication_error", code: "invalid_api_key", param: null });
+  const crossOrigin = await session.send("POST", "/admin/v1/keys", body, { origin: "https://evil.example" });
+  assert.equal(crossOrigin.status, 401, "another origin is refused even with the token");
+  assert.equal((await session.send("POST", "/admin/v1/keys", body)).status, 201, "same origin with the token");
+
+  const second = await clientFrom(srv.fetch, srv.origin, await signInRequest(srv.fetch, srv.origin, "owner@alpha-corp.example", testPassword, {}, { "x-forwarded-for": "198.51.100.2" }));
+  const out = await second.send("POST", "/console/api/logout-everywhere");
+  assert.equal(out.status, 200);
+  assert.match(out.headers.getSetCookie().join(""), /__Host-modelgate_console=;/);
+  for (const client of [session, second, a.owner]) assert.equal((await client.send("GET", "/console/api/session")).status, 401);
+  a.owner = await clientFrom(srv.fetch, srv.origin, await signInRequest(srv.fetch, srv.origin, "owner@alpha-corp.example", testPassword, {}, { "x-forwarded-for": "198.51.100.3" }));
+});
+
+test("issue 33 sessions end after the idle timeout and after the absolute lifetime, whatever the activity", async () => {
+  const short = await startServer({ adminToken, console: { sessionIdleTimeout: "1500ms", sessionLifetime: "4s" }, models: [] });
+  try {
+    const account = (await (await short.post("/admin/v1/accounts", { name: "timeouts" }, { headers: admin })).json()) as { id: string };
+    const member = await joinWithToken(short.fetch, short.origin, adminToken, account.id, "t@timeouts.example", "owner");
+    const busy = await clientFrom(short.fetch, short.origin, await signInRequest(short.fetch, short.origin, "t@timeouts.example", testPassword));
+    const started = Date.now();
+    let idleChecked = false;
+    let lastOk = 0;
+    while (Date.now() - started < 6000) {
+      if (!idleChecked && Date.now() - started > 1700) {
+        assert.equal((await member.send("GET", "/console/api/session")).status, 401, "idle past 1.5 s");
+        idleChecked = true;
+      }
+      const status = (await busy.send("GET", "/admin/v1/keys")).status;
+      if (status !== 200) break;
+      lastOk = Date.now() - started;
+      await new Promise((r) => setTimeout(r, 300));
+    }
+    assert.ok(idleChecked);
+    assert.ok(lastOk > 2000 && lastOk < 4500, `an active session lives to its lifetime and not past it (last ok at ${lastOk} ms)`);
+  } finally {
+    await short.close();
+  }
+});
+
+test("issue 33 sign-in throttling and audit: failures per email from many addresses hit the email's limit (429 even with the right password); each attempt is audited (auth.login by the user, auth.failed) and a flood adds one entry per address", async () => {
+  const email = "owner@beta-corp.example";
+  for (let i = 0; i < 3; i++) {
+    const res = await signInRequest(srv.fetch, srv.origin, email, `wrong password number ${i}`, {}, { "x-forwarded-for": `203.0.113.${i + 1}` });
+    assert.deepEqual(await errorOf(res), { status: 401, type: "authentication_error", code: "invalid_api_key", param: null });
+  }
+  const right = await signInRequest(srv.fetch, srv.origin, email, testPassword, {}, { "x-forwarded-for": "203.0.113.50" });
+  assert.deepEqual(await errorOf(right), { status: 429, type: "rate_limit_error", code: "rate_limit_exceeded", param: null });
+  assert.ok(Number(right.headers.get("retry-after")) >= 1);
+
+  for (let i = 0; i < 20; i++) await signInRequest(srv.fetch, srv.origin, `nobody${i}@example.com`, "some wrong password", {}, { "x-forwarded-for": "203.0.113.99" });
+  const failed = await adminJson<{ data: { actor: string; source: string; detail: { email: string; reason: string } }[] }>("GET", "/admin/v1/audit?action=auth.failed");
+  const flood = failed.data.filter((e) => e.source === "203.0.113.99");
+  assert.equal(flood.length, 1, "one entry for the flooding address in this window");
+  const byEmail = failed.data.filter((e) => e.detail?.email === email).map((e) => [e.actor, e.detail.reason]);
+  assert.deepEqual(byEmail, [["anonymous", "wrong password"], ["anonymous", "wrong password"], ["anonymous", "wrong password"]]);
+  const signedIn = await clientFrom(srv.fetch, srv.origin, await signInRequest(srv.fetch, srv.origin, "owner@alpha-corp.example", testPassword, {}, { "x-forwarded-for": "203.0.113.60" }));
+  assert.equal(signedIn.user.id, a.owner.user.id);
+  const logins = await adminJson<{ data: { actor: string; actorId: string; actorEmail: string; accountId: string; detail: { method: string } }[] }>("GET", `/admin/v1/audit?action=auth.login&account=${a.account.id}`);
+  assert.ok(logins.data.some((e) => e.actor === "member" && e.actorEmail === "owner@alpha-corp.example" && e.actorId === a.owner.user.id && e.detail.method === "password"));
+});
+
+test("issue 33 audit: a member's key operations name the member (actor member, id, email), an admin-token call names the token; the hash chain verifies with both kinds of entries", async () => {
+  const created = await a.owner.json<{ id: string }>("POST", "/admin/v1/keys", { account: a.account.id, name: "audited" });
+  await a.owner.json("POST", `/admin/v1/keys/${created.id}/revoke`);
+  await adminJson("POST", "/admin/v1/keys", { account: a.account.id, name: "by-automation" });
+  const entries = await adminJson<{ data: { action: string; actor: string; actorId: string | null; actorEmail: string | null; keyId: string | null; detail: { name?: string } | null }[] }>("GET", `/admin/v1/audit?account=${a.account.id}`);
+  const byMember = entries.data.filter((e) => e.keyId === created.id).map((e) => [e.action, e.actor, e.actorId, e.actorEmail]);
+  assert.deepEqual(byMember, [
+    ["key.revoke", "member", a.owner.user.id, "owner@alpha-corp.example"],
+    ["key.create", "member", a.owner.user.id, "owner@alpha-corp.example"],
+  ]);
+  const automation = entries.data.find((e) => e.action === "key.create" && e.detail?.name === "by-automation")!;
+  assert.deepEqual([automation.actor, automation.actorId, automation.actorEmail], ["admin-token", null, null]);
+  assert.ok(!entries.data.some((e) => e.actor === "console"), "no console action is recorded as a shared token");
+  const store = await openStore(srv.config, silentLogger());
+  try {
+    const report = await store.audit.verify();
+    assert.equal(report.firstBreak, null, JSON.stringify(report.firstBreak));
+    // Removing the user from an entry breaks its hash.
+    const row = await store.db.selectFrom("audit_log").select(["seq"]).where("actor_id", "=", a.owner.user.id).orderBy("seq", "desc").executeTakeFirstOrThrow();
+    await sql`DROP TRIGGER audit_log_no_update`.execute(store.db);
+    await store.db.updateTable("audit_log").set({ actor_id: null, actor_email: null }).where("seq", "=", row.seq).execute();
+    assert.equal((await store.audit.verify()).firstBreak?.seq, Number(row.seq));
+  } finally {
+    await store.close();
+  }
+});
+
+test("issue 33 TOTP: turned on with a code, recovery codes shown once; sign-in then needs a code, each code works once, a recovery code once", async () => {
+  const member = await joinWithToken(srv.fetch, srv.origin, adminToken, b.account.id, "totp@beta-corp.example", "developer");
+  const setup = await member.json<{ secret: string; uri: string }>("POST", "/console/api/totp/setup");
+  assert.match(setup.uri, /^otpauth:\/\/totp\/Modelgate:totp%40beta-corp\.example\?.*secret=/);
+  assert.equal((await member.send("POST", "/console/api/totp/enable", { code: "000000" })).status, 400);
+  const { recoveryCodes } = await member.json<{ recoveryCodes: string[] }>("POST", "/console/api/totp/enable", { code: totpCode(setup.secret) });
+  assert.equal(recoveryCodes.length, 10);
+  const from = { "x-forwarded-for": "192.0.2.77" };
+  const noCode = await signInRequest(srv.fetch, srv.origin, "totp@beta-corp.example", testPassword, {}, from);
+  assert.deepEqual(await errorOf(noCode), { status: 401, type: "authentication_error", code: "invalid_api_key", param: "code" });
+  // The code enable used is spent: the same time step again is refused.
+  const reused = await signInRequest(srv.fetch, srv.origin, "totp@beta-corp.example", testPassword, { code: totpCode(setup.secret) }, from);
+  assert.deepEqual(await errorOf(reused), { status: 401, type: "authentication_error", code: "invalid_api_key", param: "code" });
+  // The next time step's code (a step is accepted once, and the current one was spent turning TOTP on).
+  const next = await signInRequest(srv.fetch, srv.origin, "totp@beta-corp.example", testPassword, { code: totpCode(setup.secret, Date.now() + 30_000) }, { "x-forwarded-for": "192.0.2.76" });
+  assert.equal(next.status, 200, "password and a fresh code sign in");
+  const withRecovery = await signInRequest(srv.fetch, srv.origin, "totp@beta-corp.example", testPassword, { code: recoveryCodes[0] }, { "x-forwarded-for": "192.0.2.78" });
+  assert.equal(withRecovery.status, 200);
+  const again = await signInRequest(srv.fetch, srv.origin, "totp@beta-corp.example", testPassword, { code: recoveryCodes[0] }, { "x-forwarded-for": "192.0.2.79" });
+  assert.equal(again.status, 401, "a recovery code works once");
+  const store = await openStore(srv.config, silentLogger());
+  try {
+    const stored = await store.db.selectFrom("recovery_codes").select("hash").where("user_id", "=", member.user.id).execute();
+    assert.equal(stored.length, 10);
+    assert.ok(stored.every((r) => !recoveryCodes.includes(r.hash)), "stored as hashes");
+  } finally {
+    await store.close();
+  }
+});
+
+test("issue 33 owners manage members: invite (link once), change a role, remove (their sessions end); the last owner cannot be demoted", async () => {
+  const link = await a.owner.json<{ token: string; path: string; url: string | null }>("POST", `/admin/v1/accounts/${a.account.id}/invites`, { email: "new@alpha-corp.example", role: "developer" });
+  assert.equal(link.path, `/console#/invite/${link.token}`);
+  const member = await clientFrom(srv.fetch, srv.origin, await srv.post("/console/api/invites/accept", { token: link.token, password: testPassword }));
+  assert.equal(member.user.role, "developer");
+  const listed = await a.owner.json<{ data: { id: string; email: string; role: string }[] }>("GET", `/admin/v1/accounts/${a.account.id}/members`);
+  assert.ok(listed.data.some((m) => m.email === "new@alpha-corp.example" && m.role === "developer"));
+  const last = await a.owner.send("PATCH", `/admin/v1/users/${a.owner.user.id}`, { role: "viewer" });
+  assert.deepEqual(await errorOf(last), { status: 400, type: "invalid_request_error", code: "invalid_parameter", param: "role" });
+  await a.owner.json("PATCH", `/admin/v1/users/${member.user.id}`, { role: "viewer" });
+  assert.equal((await member.send("POST", "/admin/v1/keys", { account: a.account.id })).status, 403, "the new role holds at once");
+  await a.owner.json("DELETE", `/admin/v1/users/${member.user.id}`);
+  assert.equal((await member.send("GET", "/admin/v1/keys")).status, 401, "a removed member's session ends");
+  assert.equal((await signInRequest(srv.fetch, srv.origin, "new@alpha-corp.example", testPassword, {}, { "x-forwarded-for": "192.0.2.90" })).status, 401);
+  assert.equal(setCookieValue(await srv.post("/console/api/invites/accept", { token: link.token, password: testPassword })), null);
+});
+
+test("issue 33 CLI: `modelgate members invite` and `operators invite` print a one-time link once (the full URL with console.publicUrl); it works in the console", async () => {
+  const dir = tempDir();
+  const configFile = writeConfig(dir, { dataDir: srv.config.dataDir, models: [], console: { publicUrl: "https://gate.example.com" } });
+  try {
+    const member = await runCli(["members", "invite", "--account", a.account.name, "--email", "cli@alpha-corp.example", "--role", "developer", "--config", configFile, "--json"]);
+    assert.equal(member.code, 0, member.stderr);
+    const link = JSON.parse(member.stdout) as { token: string; url: string; role: string; accountId: string };
+    assert.equal(link.url, `https://gate.example.com/console#/invite/${link.token}`);
+    assert.deepEqual([link.role, link.accountId], ["developer", a.account.id]);
+    const joined = await clientFrom(srv.fetch, srv.origin, await srv.post("/console/api/invites/accept", { token: link.token, password: testPassword }));
+    assert.deepEqual([joined.user.role, joined.user.accountId], ["developer", a.account.id]);
+    const operator = await runCli(["operators", "invite", "--email", "cli-ops@example.com", "--role", "operator-viewer", "--config", configFile]);
+    assert.equal(operator.code, 0, operator.stderr);
+    assert.match(operator.stdout, /invited cli-ops@example\.com as operator-viewer .*; the link, shown once:\nhttps:\/\/gate\.example\.com\/console#\/invite\/[\w-]{43}\n/);
+    const entries = await adminJson<{ data: { action: string; actor: string }[] }>("GET", "/admin/v1/audit?action=operator.invite&actor=cli");
+    assert.equal(entries.data.length, 1);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
