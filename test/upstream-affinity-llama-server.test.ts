@@ -132,9 +132,10 @@ test("SIGKILL of the affine upstream mid-conversation: 0 failed requests, the tu
   const second = await interrupted;
   conversation = [...second.messages, { role: "user", content: `Question: ${text(10, 52)}` }];
 
-  const third = await observedTurn(conversation);
+  // The background conversations stop first: observedTurn tells the serving upstream by whose counters grew.
   stop = true;
   await Promise.all(background);
+  const third = await observedTurn(conversation);
   assert.equal(third.at, next, "the next upstream on the ring serves the conversation now");
   assert.ok(third.cached >= second.promptTokens, `it holds the turn it took over: ${third.cached} cached, that turn's prompt was ${second.promptTokens}`);
   assert.ok(statuses.length > 0);
