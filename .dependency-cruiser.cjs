@@ -90,7 +90,7 @@ module.exports = {
     layer("keys-layer", "keys", ["store", "config", "errors"]),
     layer("http-layer", "http", ["config", "errors"], [], "http/ holds building blocks (SSE, TLS, request signal and body): config/ and errors/ only."),
     layer("auth-layer", "auth", ["keys", "store", "config", "errors"]),
-    layer("app-context-layer", "app-context.ts", ["catalog", "metrics", "store", "http", "config"]),
+    layer("app-context-layer", "app-context.ts", ["catalog", "metrics", "store", "http", "config", "scheduler"]),
     layer("plugins-layer", "plugins", ["auth", "keys", "store", "metrics", "http", "config", "errors"], ["app-context.ts"]),
     {
       name: "generation-layer",
@@ -99,7 +99,7 @@ module.exports = {
       from: { path: "^src/features/generation/" },
       to: {
         path: "^src/",
-        pathNot: `^src/features/(generation/|inference\\.ts$|request-context\\.ts$)|${within(["engines", "metrics", "http", "config", "errors"], ["app-context.ts"])}`,
+        pathNot: `^src/features/(generation/|inference\\.ts$|request-context\\.ts$)|${within(["engines", "scheduler", "metrics", "http", "config", "errors"], ["app-context.ts"])}`,
       },
     },
     {

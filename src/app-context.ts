@@ -2,6 +2,7 @@ import type { AppConfig } from "./config/app-config.ts";
 import type { ModelCatalog } from "./catalog/model-catalog.ts";
 import type { OpenStreams } from "./http/sse.ts";
 import type { Metrics } from "./metrics/metrics.ts";
+import type { ConcurrencyLimits } from "./scheduler/concurrency-limits.ts";
 import type { UsageSink } from "./store/usage-sink.ts";
 
 /** Everything a route or service needs from the running server; decorated on the app as `app.ctx`. */
@@ -13,6 +14,8 @@ export interface AppContext {
   streams: OpenStreams;
   /** The Prometheus metrics (GET /metrics). */
   metrics: Metrics;
+  /** The plans' maxConcurrent and maxConcurrentPerAccount (per node). */
+  concurrency: ConcurrencyLimits;
   /** Called on shutdown, in reverse order of registration. */
   onClose(fn: () => Promise<void> | void): void;
 }

@@ -1,3 +1,4 @@
+import { ConcurrencyLimits } from "./scheduler/concurrency-limits.ts";
 import Fastify, { LogController, type FastifyInstance } from "fastify";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import type { AppConfig } from "./config/app-config.ts";
@@ -112,7 +113,7 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   catalog = new ModelCatalog(config.models, options.engines ?? builtInEngines(), app.log, metrics.runnerObserver);
   closers.push(() => catalog.unloadAll());
   const streams = new OpenStreams();
-  const ctx: AppContext = { config, catalog, usage, streams, metrics, onClose: (fn) => closers.push(fn) };
+  const ctx: AppContext = { config, catalog, usage, streams, metrics, concurrency: new ConcurrencyLimits(), onClose: (fn) => closers.push(fn) };
   app.decorate("ctx", ctx);
 
   const routeTable = new RouteTable();

@@ -3,7 +3,6 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import pino from "pino";
 import type { FastifyBaseLogger } from "fastify";
-import { FairQueue } from "../src/scheduler/fair-queue.ts";
 import { ModelRunner } from "../src/scheduler/model-runner.ts";
 import type { ModelEntry } from "../src/config/app-config.ts";
 import type { Engine } from "../src/engines/engine.ts";
@@ -28,29 +27,7 @@ const idleEngine = async (): Promise<Engine> => ({
   unload: async () => {},
 });
 
-test("fair queue: round-robin across keys, not FIFO across all requests", () => {
-  const q = new FairQueue<string>(10);
-  for (const item of ["a1", "a2", "a3"]) q.push("a", item);
-  q.push("b", "b1");
-  q.push("c", "c1");
-  q.push("b", "b2");
-  const order = [];
-  while (q.size > 0) order.push(q.shift());
-  assert.deepEqual(order, ["a1", "b1", "c1", "a2", "b2", "a3"]);
-});
-
-test("fair queue: bounded, and a removed waiter leaves the rotation", () => {
-  const q = new FairQueue<string>(2);
-  q.push("a", "a1");
-  q.push("b", "b1");
-  assert.ok(q.full);
-  assert.ok(q.remove("a", "a1"));
-  assert.equal(q.size, 1);
-  assert.equal(q.shift(), "b1");
-  assert.equal(q.shift(), undefined);
-});
-
-test("model runner: waiting keys are served round-robin as slots free up; full queue is 503 overloaded", async () => {
+test("model runner: with no service charged, waiting accounts are served least recently served first; a full queue pushes out the heaviest account's newest waiter", async () => {
   const runner = new ModelRunner(entry({ parallel: 1, queueSize: 3 }), llamaChatSupport, idleEngine, log);
   await runner.load();
   const first = holdSlot(runner, "a");
@@ -64,12 +41,17 @@ test("model runner: waiting keys are served round-robin as slots free up; full q
     });
     return request.done;
   };
-  const waiting = [wait("a"), wait("a"), wait("b")];
+  const waiting = [wait("a"), wait("b")];
+  const pushedOut = wait("a");
   await until(() => runner.stats().queueDepth === 3, "three requests queued");
-  await assert.rejects(holdSlot(runner, "c").done, (err: unknown) => err instanceof AppError && err.code === "overloaded" && (err.retryAfterMs ?? 0) >= 1000);
+  // c holds nothing, below its share of the queue: a (2 of 3 waiting) loses its newest waiter instead.
+  waiting.push(wait("c"));
+  await assert.rejects(pushedOut, (err: unknown) => err instanceof AppError && err.code === "overloaded" && (err.retryAfterMs ?? 0) >= 1000);
+  // d arrives at a full queue where nobody holds more than its share: d is refused.
+  await assert.rejects(holdSlot(runner, "d").done, (err: unknown) => err instanceof AppError && err.code === "overloaded");
   first.release();
   await Promise.all(waiting);
-  assert.deepEqual(served, ["a", "b", "a"]);
+  assert.deepEqual(served, ["b", "c", "a"]);
   assert.equal(runner.stats().active, 0);
 });
 

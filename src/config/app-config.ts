@@ -12,6 +12,13 @@ export interface Plan {
   models: string[];
   endpoints: Endpoint[];
   ipAllowlist: boolean;
+  /** Share of a saturated model relative to other plans (fair share by tokens). */
+  weight: number;
+  priority: "interactive" | "batch";
+  /** Requests of one key running or queued at once; null = unlimited. */
+  maxConcurrent: number | null;
+  /** Requests of all of an account's keys running or queued at once; null = unlimited. */
+  maxConcurrentPerAccount: number | null;
 }
 
 export interface InputLimits {
@@ -53,6 +60,10 @@ export interface ModelEntry {
   keepAliveMs: number | null;
   queueSize: number;
   requestTimeoutMs: number;
+  /** A request that cannot start within it gets 503 overloaded. */
+  maxQueueWaitMs: number;
+  /** A batch request waiting this long goes before interactive work. */
+  batchMaxWaitMs: number;
   dtype: string | null;
   defaults: { temperature?: number; topP?: number };
   maxInputTokens: number | null;

@@ -82,6 +82,14 @@ export const PlanConfig = Type.Object(
     models: Type.Optional(Type.Array(Type.String(), { description: "glob patterns of model ids" })),
     endpoints: Type.Optional(Type.Array(Endpoint)),
     ipAllowlist: Type.Optional(Type.Boolean()),
+    /** The account's share of a saturated model, relative to other plans' weights (default 1). */
+    weight: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1000 })),
+    /** `batch` work gets only the capacity interactive work leaves (default interactive). */
+    priority: Type.Optional(Type.Union([Type.Literal("interactive"), Type.Literal("batch")])),
+    /** Requests of one key running or queued at once, over every model (default unlimited); over it, 429. */
+    maxConcurrent: Type.Optional(Type.Integer({ minimum: 1 })),
+    /** The same for all the account's keys together (default unlimited). */
+    maxConcurrentPerAccount: Type.Optional(Type.Integer({ minimum: 1 })),
   },
   { additionalProperties: false },
 );
@@ -105,6 +113,10 @@ export const modelBaseProperties = {
   keepAlive: Type.Optional(Type.Union([Duration, Type.Literal("forever")])),
   queueSize: Type.Optional(Type.Integer({ minimum: 0 })),
   requestTimeout: Type.Optional(Duration),
+  /** A request that cannot start within it gets 503 overloaded (default 30s); refused at once when its estimated wait is longer. */
+  maxQueueWait: Type.Optional(Duration),
+  /** A batch request waiting this long goes before interactive work (default 10m). */
+  batchMaxWait: Type.Optional(Duration),
   /** The file variant of a hub layout to pull and load (transformers.js dtype: fp32, fp16, q8, q4...). */
   dtype: Type.Optional(Type.String()),
   /** Sampling defaults the model recommends, used when a request omits them. */

@@ -70,6 +70,10 @@ const builtInDefaultPlan: Plan = {
   models: ["*"],
   endpoints: [...allEndpoints],
   ipAllowlist: false,
+  weight: 1,
+  priority: "interactive",
+  maxConcurrent: null,
+  maxConcurrentPerAccount: null,
 };
 
 function parseText(text: string, file: string): unknown {
@@ -134,6 +138,10 @@ function resolvePlan(name: string, plan: PlanConfig): Plan {
     models: plan.models ?? ["*"],
     endpoints: plan.endpoints ?? [...allEndpoints],
     ipAllowlist: plan.ipAllowlist ?? false,
+    weight: plan.weight ?? 1,
+    priority: plan.priority ?? "interactive",
+    maxConcurrent: plan.maxConcurrent ?? null,
+    maxConcurrentPerAccount: plan.maxConcurrentPerAccount ?? null,
   };
 }
 
@@ -173,6 +181,8 @@ export function resolveModel(model: ModelConfigInput, ctx: ModelContext): ModelE
     keepAliveMs: model.keepAlive === undefined || model.keepAlive === "forever" ? null : parseDuration(model.keepAlive),
     queueSize: model.queueSize ?? Math.max(16, parallel * 8),
     requestTimeoutMs: model.requestTimeout ? parseDuration(model.requestTimeout) : ctx.serverTimeoutMs,
+    maxQueueWaitMs: parseDuration(model.maxQueueWait ?? "30s"),
+    batchMaxWaitMs: parseDuration(model.batchMaxWait ?? "10m"),
     dtype: model.dtype ?? null,
     defaults: model.defaults ?? {},
     maxInputTokens: model.maxInputTokens ?? null,

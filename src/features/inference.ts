@@ -20,6 +20,9 @@ export interface Inference<E extends EndpointCapability, P, R> {
   prepare(port: EndpointPorts[E], signal: AbortSignal): P | Promise<P>;
   slots?(prepared: P): number;
   onQueued?(): void;
+  /** The prepared prompt's tokens, charged to the account's fair share when it is admitted. */
+  promptTokens?(prepared: P): number;
+  /** The work; it may charge completion tokens to `lease` as they are generated (the rest is charged from `usage`). */
   run(port: EndpointPorts[E], prepared: P, signal: AbortSignal, lease: Lease): Promise<R>;
   /** The tokens to record for the key, or null to record nothing. */
   usage(result: R): { promptTokens: number; completionTokens: number } | null;
@@ -45,9 +48,17 @@ export async function runInference<E extends EndpointCapability, P, R>(ctx: AppC
       waiting = null;
     };
     let result: R;
+    // Fair share: the tokens charged to the account so far, and the lease to charge the rest of its usage to.
+    let charged = 0;
+    let held: Lease | null = null;
+    const releaseConcurrency = ctx.concurrency.acquire(request.auth);
     try {
       result = await runner.execute({
         queueKey: request.auth.keyId,
+        account: request.auth.accountId,
+        weight: request.auth.plan.weight,
+        priority: request.priority ?? request.auth.plan.priority,
+        cost: (prepared) => (charged = spec.promptTokens?.(prepared) ?? 0),
         signal,
         prepare: (engine, prepareSignal) =>
           inSpan("prepare", {}, async () => {
@@ -59,14 +70,18 @@ export async function runInference<E extends EndpointCapability, P, R>(ctx: AppC
         onQueued: spec.onQueued,
         run: (engine, prepared, lease) => {
           endWait();
-          return inSpan("generation", {}, () => spec.run(portOf(engine, spec.port), prepared, signal, lease));
+          held = lease;
+          const metered: Lease = { ...lease, charge: (tokens) => ((charged += tokens), lease.charge(tokens)) };
+          return inSpan("generation", {}, () => spec.run(portOf(engine, spec.port), prepared, signal, metered));
         },
       });
     } finally {
+      releaseConcurrency();
       endWait();
       if (signal.aborted && isClientDisconnect(signal.reason)) request.log.debug({ model: spec.model }, "client disconnected; the request was stopped");
     }
     const usage = spec.usage(result);
+    if (usage) (held as Lease | null)?.charge(usage.promptTokens + usage.completionTokens - charged);
     if (usage) {
       span.setAttributes({ "gen_ai.usage.input_tokens": usage.promptTokens, "gen_ai.usage.output_tokens": usage.completionTokens });
       ctx.usage.record({ keyId: request.auth.keyId, accountId: request.auth.accountId, model: spec.model, endpoint: request.endpoint, ...usage });

@@ -3,6 +3,7 @@ import type { AuthContext } from "../auth/auth-context.ts";
 import type { Endpoint } from "../config/config.schema.ts";
 import type { RequestOutcome } from "../http/request-outcome.ts";
 import { requestSignal } from "../http/request-signal.ts";
+import type { Priority } from "../scheduler/model-runner.ts";
 
 declare module "fastify" {
   interface FastifyContextConfig {
@@ -26,6 +27,8 @@ export interface RequestContext {
   outcome: RequestOutcome | null;
   /** The request's headers, for a client's W3C trace context (`traceparent`). */
   headers: Record<string, string | string[] | undefined>;
+  /** The scheduling class; when set it overrides the plan's `priority` (the batch runner sets "batch"). */
+  priority?: Priority;
 }
 
 /** The context of an authenticated /v1 request (the auth hook has run). */

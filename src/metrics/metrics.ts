@@ -1,5 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { RunnerStats } from "../scheduler/model-runner.ts";
+import type { Priority, RefusalReason, RunnerStats } from "../scheduler/model-runner.ts";
 
 /** Seconds: from 5 ms to 10 min, for request durations and queue waits. */
 const durationBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
@@ -33,7 +33,9 @@ export class Metrics {
   readonly promptTokens: Counter<"model" | "account">;
   readonly completionTokens: Counter<"model" | "account">;
   readonly generationRate: Histogram<"model">;
-  readonly queueWait: Histogram<"model">;
+  readonly queueWait: Histogram<"model" | "priority">;
+  readonly overloaded: Counter<"model" | "reason">;
+  readonly service: Counter<"model" | "priority" | "account">;
   readonly loads: Counter<"model" | "outcome">;
   readonly unloads: Counter<"model">;
   readonly loadDuration: Histogram<"model">;
@@ -56,7 +58,14 @@ export class Metrics {
     this.promptTokens = new Counter({ name: "modelgate_prompt_tokens_total", help: "Prompt tokens processed", labelNames: [...tokenLabels], registers });
     this.completionTokens = new Counter({ name: "modelgate_completion_tokens_total", help: "Completion tokens generated", labelNames: [...tokenLabels], registers });
     this.generationRate = new Histogram({ name: "modelgate_generation_tokens_per_second", help: "Completion tokens per second of one generation, after its first token", labelNames: ["model"], buckets: rateBuckets, registers });
-    this.queueWait = new Histogram({ name: "modelgate_queue_wait_seconds", help: "Time a request waited for a slot", labelNames: ["model"], buckets: durationBuckets, registers });
+    this.queueWait = new Histogram({ name: "modelgate_queue_wait_seconds", help: "Time a request waited for a slot, by priority", labelNames: ["model", "priority"], buckets: durationBuckets, registers });
+    this.overloaded = new Counter({ name: "modelgate_overloaded_total", help: "503 overloaded, by reason (queue_full, deadline, no_capacity)", labelNames: ["model", "reason"], registers });
+    this.service = new Counter({
+      name: "modelgate_service_tokens_total",
+      help: "Tokens of service the fair-share scheduler charged (prompt at admission, completion as generated), by priority class (and account with metrics.perAccount)",
+      labelNames: perAccount ? ["model", "priority", "account"] : ["model", "priority"],
+      registers,
+    });
     this.loads = new Counter({ name: "modelgate_model_loads_total", help: "Model loads, by outcome", labelNames: ["model", "outcome"], registers });
     this.unloads = new Counter({ name: "modelgate_model_unloads_total", help: "Model unloads", labelNames: ["model"], registers });
     this.loadDuration = new Histogram({ name: "modelgate_model_load_duration_seconds", help: "Time to load a model", labelNames: ["model"], buckets: [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300], registers });
@@ -149,7 +158,10 @@ export class Metrics {
 
   /** The scheduler's events, as the catalog's runners report them. */
   readonly runnerObserver = {
-    queueWait: (model: string, seconds: number) => this.queueWait.observe({ model }, seconds),
+    queueWait: (model: string, seconds: number, priority: Priority) => this.queueWait.observe({ model, priority }, seconds),
+    refused: (model: string, reason: RefusalReason) => this.overloaded.inc({ model, reason }),
+    served: (model: string, account: string, priority: Priority, tokens: number) =>
+      this.service.inc(this.perAccount ? { model, priority, account } : { model, priority }, tokens),
     loaded: (model: string, seconds: number, ok: boolean) => {
       this.loads.inc({ model, outcome: ok ? "ok" : "failed" });
       if (ok) this.loadDuration.observe({ model }, seconds);

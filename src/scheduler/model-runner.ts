@@ -4,7 +4,9 @@ import type { ModelEntry } from "../config/app-config.ts";
 import type { Engine, EngineSupport, PromptCacheStats, UpstreamStats } from "../engines/engine.ts";
 import { DeadlineExceeded } from "../errors/aborts.ts";
 import { AppError } from "../errors/app-error.ts";
-import { FairQueue } from "./fair-queue.ts";
+import { VtcQueue, type Priority, type QueueEntry, type TenantView } from "./vtc-queue.ts";
+
+export type { Priority } from "./vtc-queue.ts";
 
 export type LoadState = "missing" | "unloaded" | "loading" | "ready" | "failed";
 
@@ -22,11 +24,28 @@ export interface RunnerStats {
   upstreams?: UpstreamStats[];
   /** For engines that reuse cached prompt prefixes: prompt tokens run and how many came from the cache. */
   promptCache?: PromptCacheStats;
+  /** The queue by account, and each account's share of the service over the last minute. */
+  tenants: TenantStats[];
 }
+
+/** One account's place in a model's queue and its share of the model's service. */
+export interface TenantStats extends TenantView {
+  /** Tokens served to the account over the last minute (prompt + completion). */
+  tokensLastMinute: number;
+  /** Its part of all the tokens the model served over the last minute (0..1). */
+  shareLastMinute: number;
+}
+
+/** Why a request got 503 overloaded: the queue was full, it could not start within maxQueueWait, or the request's own deadline. */
+export type RefusalReason = "queue_full" | "deadline" | "no_capacity";
 
 /** Scheduler events for metrics (src/metrics): queue waits, loads and unloads. */
 export interface RunnerObserver {
-  queueWait(model: string, seconds: number): void;
+  queueWait(model: string, seconds: number, priority: Priority): void;
+  /** A 503 overloaded, by reason. */
+  refused(model: string, reason: RefusalReason): void;
+  /** Tokens charged to an account's share of the model (prompt at admission, completion as generated). */
+  served(model: string, account: string, priority: Priority, tokens: number): void;
   loaded(model: string, seconds: number, ok: boolean): void;
   unloaded(model: string): void;
 }
@@ -35,6 +54,8 @@ export interface RunnerObserver {
 export interface Lease {
   engine: Engine;
   slots: number;
+  /** Charges tokens of service to the request's account (completion tokens as they are generated). */
+  charge(tokens: number): void;
   release(): void;
 }
 
@@ -43,8 +64,16 @@ export interface Lease {
  * but the work itself, so no service or engine holds capacity of its own.
  */
 export interface Job<P, R> {
-  /** Fairness key of the queue (the API key id). */
+  /** The API key id. */
   queueKey: string;
+  /** The fairness key: the account (default: queueKey). */
+  account?: string;
+  /** The account's plan weight (default 1): its share of a saturated model is proportional to it. */
+  weight?: number;
+  /** Default interactive; batch gets only the capacity interactive work leaves. */
+  priority?: Priority;
+  /** Tokens charged to the account when it is admitted (the prepared prompt's tokens). */
+  cost?(prepared: P): number;
   /** The request's signal: a disconnect or the deadline aborts the wait and the work. */
   signal: AbortSignal;
   /** Templates, tokenizes and validates on the loaded engine; its 400s come before any capacity is taken. */
@@ -59,9 +88,20 @@ export interface Job<P, R> {
 
 interface Waiter {
   wanted: number;
+  weight: number;
   resolve(lease: Lease): void;
   reject(err: unknown): void;
 }
+
+interface Ticket {
+  account: string;
+  weight: number;
+  priority: Priority;
+}
+
+/** Seconds of history for the drain rate (Retry-After and the arrival check) and the service shares. */
+const drainWindowMs = 30_000;
+const shareWindowMs = 60_000;
 
 /**
  * Per-model scheduling: load state, `parallel` slots, a bounded fair wait queue, a bounded prepare stage for
@@ -74,7 +114,11 @@ export class ModelRunner {
   private loading: Promise<void> | null = null;
   private active = 0;
   private preparing = 0;
-  private readonly queue: FairQueue<Waiter>;
+  private readonly queue: VtcQueue<Waiter>;
+  /** When each recent lease ended (performance.now()), for the drain rate. */
+  private readonly releases: number[] = [];
+  /** Tokens served per account over the last minute: [time, account, tokens]. */
+  private readonly servedLog: { at: number; account: string; tokens: number }[] = [];
   private idleTimer: NodeJS.Timeout | null = null;
   private drainWaiters: (() => void)[] = [];
   /** Moving average of how long one lease is held, for honest Retry-After estimates. */
@@ -88,7 +132,7 @@ export class ModelRunner {
     private readonly log: FastifyBaseLogger,
     private readonly observer?: RunnerObserver,
   ) {
-    this.queue = new FairQueue(entry.queueSize);
+    this.queue = new VtcQueue(entry.queueSize, entry.batchMaxWaitMs);
     this.#state = locateModelFiles(entry) ? "unloaded" : "missing";
   }
 
@@ -121,7 +165,23 @@ export class ModelRunner {
       error: this.lastError,
       ...(this.engine?.upstreamStats ? { upstreams: this.engine.upstreamStats() } : {}),
       ...(this.engine?.promptCacheStats ? { promptCache: this.engine.promptCacheStats() } : {}),
+      tenants: this.tenantStats(),
     };
+  }
+
+  /** The queue by account, with each account's tokens over the last minute (accounts served then but idle now too). */
+  private tenantStats(): TenantStats[] {
+    this.trimServed(performance.now());
+    const byAccount = new Map<string, number>();
+    for (const { account, tokens } of this.servedLog) byAccount.set(account, (byAccount.get(account) ?? 0) + tokens);
+    const total = [...byAccount.values()].reduce((a, b) => a + b, 0);
+    const views = new Map(this.queue.view().map((v) => [v.account, v]));
+    for (const account of byAccount.keys()) {
+      if (!views.has(account)) views.set(account, { account, weight: 1, waiting: { interactive: 0, batch: 0 }, running: 0, lead: 0 });
+    }
+    return [...views.values()]
+      .map((v) => ({ ...v, tokensLastMinute: byAccount.get(v.account) ?? 0, shareLastMinute: total > 0 ? (byAccount.get(v.account) ?? 0) / total : 0 }))
+      .sort((a, b) => b.tokensLastMinute - a.tokensLastMinute || a.account.localeCompare(b.account));
   }
 
   /** Upstream latencies since the last call (engines that forward), for the metrics. */
@@ -178,25 +238,27 @@ export class ModelRunner {
 
   /**
    * Runs one request through prepare → admit → run → release. Throws 404 (files missing), 500 (load failed),
-   * 503 model_loading, the prepare step's 400s, 503 overloaded (queue or prepare stage full, or no slot before
-   * the deadline), and whatever the work throws; the slots are released in every case.
+   * 503 model_loading, the prepare step's 400s, 503 overloaded (queue or prepare stage full, no slot within
+   * maxQueueWait or the request deadline), and whatever the work throws; the slots are released in every case.
    */
   async execute<P, R>(job: Job<P, R>): Promise<R> {
     const engine = this.servable();
     const prepared = await this.prepareStage(() => job.prepare(engine, job.signal));
     job.signal.throwIfAborted();
+    const ticket: Ticket = { account: job.account ?? job.queueKey, weight: job.weight ?? 1, priority: job.priority ?? "interactive" };
     let lease: Lease;
     const waitStarted = performance.now();
     try {
-      lease = await this.admit(job.queueKey, job.signal, job.slots?.(prepared) ?? 1, job.onQueued);
-      this.observer?.queueWait(this.entry.id, (performance.now() - waitStarted) / 1000);
+      lease = await this.admit(ticket, job.signal, job.slots?.(prepared) ?? 1, job.onQueued);
+      this.observer?.queueWait(this.entry.id, (performance.now() - waitStarted) / 1000, ticket.priority);
     } catch (err) {
-      if (err instanceof DeadlineExceeded) throw this.noCapacityInTime();
+      if (err instanceof DeadlineExceeded) throw this.refuse("no_capacity", `The model '${this.entry.id}' had no free capacity within the request deadline.`);
       throw err;
     }
     try {
       // The model was reloaded while this request prepared: its prepared state belongs to the old engine.
       if (lease.engine !== engine) throw this.loadingError();
+      lease.charge(job.cost?.(prepared) ?? 0);
       return await job.run(lease.engine, prepared, lease);
     } finally {
       lease.release();
@@ -214,40 +276,89 @@ export class ModelRunner {
   }
 
   /**
-   * The admit step: takes up to `wanted` free slots (at least one), or waits in the fair queue for one. Throws
-   * 503 overloaded when the queue is full, and the signal's reason when it aborts while waiting.
+   * The admit step: takes up to `wanted` free slots (at least one), or waits in the account-fair queue for one.
+   * Throws 503 overloaded when the queue is full (after the push-out rule), when the estimated wait is already
+   * past maxQueueWait, or when no slot came within it; and the signal's reason when it aborts while waiting.
    */
-  private admit(queueKey: string, signal: AbortSignal, wanted = 1, onQueued?: () => void): Promise<Lease> {
+  private admit(ticket: Ticket, signal: AbortSignal, wanted = 1, onQueued?: () => void): Promise<Lease> {
     const engine = this.servable();
     signal.throwIfAborted();
     const want = Math.max(1, Math.min(wanted, this.entry.parallel));
-    if (this.active < this.entry.parallel && this.queue.size === 0) return Promise.resolve(this.grant(engine, want));
+    if (this.active < this.entry.parallel && this.queue.size === 0) {
+      this.queue.started(ticket.account, ticket.weight);
+      return Promise.resolve(this.grant(engine, want, ticket));
+    }
+    const interactive = ticket.priority === "interactive";
+    if (interactive) {
+      const estimate = this.estimatedWaitMs(ticket);
+      if (estimate !== null && estimate > this.entry.maxQueueWaitMs) {
+        throw this.refuse("deadline", `The model '${this.entry.id}' cannot start the request within its maxQueueWait.`, estimate);
+      }
+    }
     if (this.queue.full) {
-      const waits = Math.ceil((this.queue.size + 1) / this.entry.parallel);
-      throw new AppError("overloaded", {
-        message: `The model '${this.entry.id}' is at capacity.`,
-        retryAfterMs: Math.max(1000, waits * this.avgLeaseMs),
-      });
+      const victim = this.queue.pushOutFor(ticket.account, ticket.weight);
+      if (!victim) throw this.refuse("queue_full", `The model '${this.entry.id}' is at capacity.`);
+      this.queue.remove(victim);
+      victim.item.reject(this.refuse("queue_full", `The model '${this.entry.id}' is at capacity.`));
     }
     onQueued?.();
+    // Batch waiters may wait out the age bound that lets them in.
+    const maxWaitMs = interactive ? this.entry.maxQueueWaitMs : Math.max(this.entry.maxQueueWaitMs, this.entry.batchMaxWaitMs + 1000);
     return new Promise<Lease>((resolve, reject) => {
+      const settle = () => {
+        signal.removeEventListener("abort", onAbort);
+        clearTimeout(timer);
+      };
       const waiter: Waiter = {
         wanted: want,
+        weight: ticket.weight,
         resolve: (lease) => {
-          signal.removeEventListener("abort", onAbort);
+          settle();
           resolve(lease);
         },
         reject: (err) => {
-          signal.removeEventListener("abort", onAbort);
+          settle();
           reject(err);
         },
       };
       const onAbort = () => {
-        if (this.queue.remove(queueKey, waiter)) reject(signal.reason);
+        if (this.queue.remove(entry)) waiter.reject(signal.reason);
       };
+      const timer = setTimeout(() => {
+        if (this.queue.remove(entry)) waiter.reject(this.refuse("deadline", `The model '${this.entry.id}' had no free capacity within its maxQueueWait.`));
+      }, maxWaitMs);
       signal.addEventListener("abort", onAbort, { once: true });
-      this.queue.push(queueKey, waiter);
+      const entry: QueueEntry<Waiter> = this.queue.push(ticket.account, ticket.weight, ticket.priority, waiter);
     });
+  }
+
+  /**
+   * Completions per millisecond over the last 30 s (leases ended ÷ time since the oldest of them), or, with fewer
+   * than 4 measured, `parallel` ÷ the moving average of a lease's length. Null before any lease ended.
+   */
+  private drainRatePerMs(): number | null {
+    const now = performance.now();
+    while (this.releases.length > 0 && now - this.releases[0] > drainWindowMs) this.releases.shift();
+    if (this.releases.length >= 4) return this.releases.length / Math.max(1, now - this.releases[0]);
+    return this.releases.length > 0 ? this.entry.parallel / this.avgLeaseMs : null;
+  }
+
+  /** The estimated wait of a new request of this account: the waiters that go before it ÷ the drain rate. */
+  private estimatedWaitMs(ticket: Ticket): number | null {
+    const rate = this.drainRatePerMs();
+    if (rate === null) return null;
+    return (this.queue.aheadOf(ticket.account, ticket.weight) + 1) / rate;
+  }
+
+  /**
+   * A 503 overloaded, counted by reason. Retry-After: the time the queue takes to drain at its recent rate
+   * (the waiters now ÷ completions per second, at least 1 s), or the given estimate.
+   */
+  private refuse(reason: RefusalReason, message: string, estimateMs?: number): AppError {
+    this.observer?.refused(this.entry.id, reason);
+    const rate = this.drainRatePerMs();
+    const drainMs = rate ? (this.queue.size + 1) / rate : Math.ceil((this.queue.size + 1) / this.entry.parallel) * this.avgLeaseMs;
+    return new AppError("overloaded", { message, retryAfterMs: Math.max(1000, Math.ceil(estimateMs ?? drainMs)) });
   }
 
   /** The engine when the model can serve now, else the 404 / 500 / 503 a request for it gets. */
@@ -262,9 +373,7 @@ export class ModelRunner {
   /** Costly prepares (image processing) run at most `parallel + queueSize` at once; past that, 503 overloaded. */
   private async prepareStage<P>(prepare: () => P | Promise<P>): Promise<P> {
     if (!this.support.expensivePrepare) return prepare();
-    if (this.preparing >= this.entry.parallel + this.entry.queueSize) {
-      throw new AppError("overloaded", { message: `The model '${this.entry.id}' is at capacity.`, retryAfterMs: Math.max(1000, this.avgLeaseMs) });
-    }
+    if (this.preparing >= this.entry.parallel + this.entry.queueSize) throw this.refuse("queue_full", `The model '${this.entry.id}' is at capacity.`);
     this.preparing++;
     try {
       return await prepare();
@@ -277,11 +386,7 @@ export class ModelRunner {
     return new AppError("model_loading", { message: `The model '${this.entry.id}' is loading.`, retryAfterMs: Math.max(1000, this.lastLoadMs) });
   }
 
-  private noCapacityInTime(): AppError {
-    return new AppError("overloaded", { message: `The model '${this.entry.id}' had no free capacity within the request deadline.`, retryAfterMs: 1000 });
-  }
-
-  private grant(engine: Engine, wanted: number): Lease {
+  private grant(engine: Engine, wanted: number, ticket: Ticket): Lease {
     const slots = Math.max(1, Math.min(wanted, this.entry.parallel - this.active));
     this.active += slots;
     this.clearIdleTimer();
@@ -290,21 +395,51 @@ export class ModelRunner {
     return {
       engine,
       slots,
+      charge: (tokens) => {
+        if (!(tokens > 0)) return;
+        this.queue.charge(ticket.account, tokens);
+        const now = performance.now();
+        this.servedLog.push({ at: now, account: ticket.account, tokens });
+        if (this.servedLog.length > 4096) this.trimServed(now);
+        this.observer?.served(this.entry.id, ticket.account, ticket.priority, tokens);
+      },
       release: () => {
         if (released) return;
         released = true;
         this.active -= slots;
+        this.queue.finished(ticket.account);
         this.avgLeaseMs = this.avgLeaseMs * 0.8 + (Date.now() - started) * 0.2;
+        this.releases.push(performance.now());
+        if (this.releases.length > 1024) this.releases.shift();
         this.next();
       },
     };
   }
 
+  /** Drops service records older than a minute (and, past 4096, merges the oldest half by account). */
+  private trimServed(now: number): void {
+    let drop = 0;
+    while (drop < this.servedLog.length && now - this.servedLog[drop].at > shareWindowMs) drop++;
+    this.servedLog.splice(0, drop);
+    if (this.servedLog.length > 4096) {
+      const old = this.servedLog.splice(0, 2048);
+      const merged = new Map<string, number>();
+      for (const r of old) merged.set(r.account, (merged.get(r.account) ?? 0) + r.tokens);
+      const at = old.at(-1)!.at;
+      this.servedLog.unshift(...[...merged].map(([account, tokens]) => ({ at, account, tokens })));
+    }
+  }
+
   private next(): void {
     while (this.active < this.entry.parallel && this.queue.size > 0) {
-      const waiter = this.queue.shift()!;
-      if (this.#state === "ready" && this.engine) waiter.resolve(this.grant(this.engine, waiter.wanted));
-      else waiter.reject(this.loadingError());
+      const entry = this.queue.shift()!;
+      const waiter = entry.item;
+      if (this.#state === "ready" && this.engine) {
+        waiter.resolve(this.grant(this.engine, waiter.wanted, { account: entry.account, weight: waiter.weight, priority: entry.priority }));
+      } else {
+        this.queue.finished(entry.account);
+        waiter.reject(this.loadingError());
+      }
     }
     if (this.active === 0) {
       for (const resolve of this.drainWaiters.splice(0)) resolve();

@@ -4,6 +4,7 @@ import type { AppError } from "../../errors/app-error.ts";
 import { DeadlineExceeded, isClientDisconnect } from "../../errors/aborts.ts";
 import { toAppError } from "../../errors/to-app-error.ts";
 import type { SseStream } from "../../http/sse.ts";
+import type { Lease } from "../../scheduler/model-runner.ts";
 import { runInference } from "../inference.ts";
 import type { RequestContext } from "../request-context.ts";
 import { Accumulator } from "./accumulator.ts";
@@ -21,6 +22,15 @@ export interface CollectedChat {
   created: number;
 }
 
+/** Charges the account's fair share for completion pieces as they stream (the usage at the end settles the rest). */
+function completionMeter(lease: Lease): (pieces: number) => void {
+  let charged = 0;
+  return (pieces) => {
+    if (pieces > charged) lease.charge(pieces - charged);
+    charged = Math.max(charged, pieces);
+  };
+}
+
 /** Runs a chat request to its end through the scheduler and collects its output (non-streaming wire formats). */
 export async function collectChat(ctx: AppContext, request: RequestContext, model: string, chatReq: ChatRequest): Promise<CollectedChat> {
   const req = { ...chatReq, buffered: true };
@@ -31,14 +41,17 @@ export async function collectChat(ctx: AppContext, request: RequestContext, mode
     chat: req,
     input: { kind: "chat", req },
     prepare: (port, signal) => port.prepareChat(req, signal),
-    run: async (port, prepared, signal) => {
+    promptTokens: (prepared) => prepared.promptTokens,
+    run: async (port, prepared, signal, lease) => {
       created = Math.floor(Date.now() / 1000);
       const acc = new Accumulator();
       const timer = new GenerationTimer(ctx.metrics, model, request);
+      const meter = completionMeter(lease);
       try {
         for await (const delta of port.chat(req, prepared, signal)) {
           if (delta.type !== "done") timer.piece();
           acc.add(delta);
+          meter(acc.pieces);
         }
         timer.finish(acc.completionTokens);
       } catch (err) {
@@ -79,8 +92,9 @@ export async function streamChatTo(ctx: AppContext, request: RequestContext, mod
     writer.fail(appError);
   };
 
-  const run = async (port: ChatPort, prepared: PreparedChat, signal: AbortSignal) => {
+  const run = async (port: ChatPort, prepared: PreparedChat, signal: AbortSignal, lease: Lease) => {
     const acc = new Accumulator();
+    const meter = completionMeter(lease);
     const timer = new GenerationTimer(ctx.metrics, model, request);
     let started = false;
     const batcher = new StreamBatcher((delta) => writer.delta(delta));
@@ -91,6 +105,7 @@ export async function streamChatTo(ctx: AppContext, request: RequestContext, mod
     try {
       for await (const delta of port.chat(req, prepared, signal)) {
         acc.add(delta);
+        meter(acc.pieces);
         if (delta.type === "done") break;
         timer.piece();
         if (!started) {
@@ -127,6 +142,7 @@ export async function streamChatTo(ctx: AppContext, request: RequestContext, mod
       chat: req,
       input: { kind: "chat", req },
       prepare: (port, signal) => port.prepareChat(req, signal),
+      promptTokens: (prepared) => prepared.promptTokens,
       // Waiting in the queue: `: keep-alive` comments every 15 s keep proxies from closing the connection.
       onQueued: () => sse.keepAliveUntilFirstFrame(),
       run,

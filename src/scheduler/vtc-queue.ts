@@ -1,0 +1,230 @@
+/**
+ * The wait queue of one model, shared between accounts by the service they received (VTC: Sheng et al.,
+ * "Fairness in Serving Large Language Models", OSDI '24).
+ *
+ * Every account has a virtual token counter: the tokens served to it (prompt tokens at admission, completion
+ * tokens as they are generated) divided by its plan's weight. When a slot frees, it goes to the waiting account
+ * with the lowest counter (ties: the one served least recently), so over time backlogged accounts receive service
+ * in proportion to their weights, whatever the length or number of their requests. An account that starts
+ * waiting again is lifted to the lowest counter of the accounts already waiting (or, with nobody waiting, to the
+ * counter of the account last served): idle time banks no credit. Work-conserving: a slot is never left idle
+ * while anyone waits.
+ *
+ * Priorities: `interactive` waiters always go before `batch` waiters, except a batch waiter older than the
+ * model's `batchMaxWait`, which goes before everyone (oldest first), so batch work is never starved for good.
+ *
+ * Push-out: when the queue is full and the arriving account holds fewer waiters than its weighted share of the
+ * queue, the newest waiter of the account most over its share is refused instead (`pushOutFor`).
+ */
+export type Priority = "interactive" | "batch";
+
+export const priorities: readonly Priority[] = ["interactive", "batch"];
+
+export interface QueueEntry<T> {
+  readonly account: string;
+  readonly priority: Priority;
+  /** performance.now() when it started waiting. */
+  readonly enqueuedAt: number;
+  readonly seq: number;
+  readonly item: T;
+}
+
+interface Tenant<T> {
+  weight: number;
+  /** Weighted service received (tokens / weight). */
+  counter: number;
+  waiting: QueueEntry<T>[];
+  /** Leases held (running requests). */
+  running: number;
+  /** Sequence number of the last time it was given a slot, for ties. */
+  lastServed: number;
+}
+
+/** One account's place in the queue, for the admin API. */
+export interface TenantView {
+  account: string;
+  weight: number;
+  waiting: { interactive: number; batch: number };
+  running: number;
+  /** The account's virtual counter minus the lowest counter of the accounts waiting or running. */
+  lead: number;
+}
+
+export class VtcQueue<T> {
+  private readonly tenants = new Map<string, Tenant<T>>();
+  private count = 0;
+  private seq = 0;
+  /** The counter of the account served last: where an account re-enters when nobody waits. */
+  private floor = 0;
+
+  constructor(
+    private readonly capacity: number,
+    private readonly batchMaxWaitMs: number,
+    private readonly now: () => number = () => performance.now(),
+  ) {}
+
+  get size(): number {
+    return this.count;
+  }
+
+  get full(): boolean {
+    return this.count >= this.capacity;
+  }
+
+  /** Waiters of one account (both priorities). */
+  waitingOf(account: string): number {
+    return this.tenants.get(account)?.waiting.length ?? 0;
+  }
+
+  /** Adds a waiter; an account that was not waiting re-enters at the current minimum (no banked credit). */
+  push(account: string, weight: number, priority: Priority, item: T): QueueEntry<T> {
+    const tenant = this.tenant(account, weight);
+    if (tenant.waiting.length === 0) tenant.counter = Math.max(tenant.counter, this.minWaitingCounter() ?? this.floor);
+    const entry: QueueEntry<T> = { account, priority, enqueuedAt: this.now(), seq: ++this.seq, item };
+    tenant.waiting.push(entry);
+    this.count++;
+    return entry;
+  }
+
+  remove(entry: QueueEntry<T>): boolean {
+    const tenant = this.tenants.get(entry.account);
+    const at = tenant ? tenant.waiting.indexOf(entry) : -1;
+    if (!tenant || at < 0) return false;
+    tenant.waiting.splice(at, 1);
+    this.count--;
+    return true;
+  }
+
+  /** Takes the waiter that gets the next slot (see the class comment), and counts it as running. */
+  shift(): QueueEntry<T> | undefined {
+    if (this.count === 0) return undefined;
+    const now = this.now();
+    let aged: QueueEntry<T> | undefined;
+    let best: { tenant: Tenant<T>; entry: QueueEntry<T>; batch: boolean } | undefined;
+    for (const tenant of this.tenants.values()) {
+      const interactive = tenant.waiting.find((e) => e.priority === "interactive");
+      const batch = tenant.waiting.find((e) => e.priority === "batch");
+      if (batch && now - batch.enqueuedAt >= this.batchMaxWaitMs && (!aged || batch.seq < aged.seq)) aged = batch;
+      const entry = interactive ?? batch;
+      if (!entry) continue;
+      const candidate = { tenant, entry, batch: !interactive };
+      if (!best || better(candidate, best)) best = candidate;
+    }
+    const chosen = aged ?? best!.entry;
+    this.remove(chosen);
+    this.started(chosen.account);
+    return chosen;
+  }
+
+  /** Counts a lease granted without waiting (a free slot and an empty queue). */
+  started(account: string, weight?: number): void {
+    const tenant = this.tenant(account, weight);
+    if (tenant.waiting.length === 0 && tenant.running === 0) tenant.counter = Math.max(tenant.counter, this.minWaitingCounter() ?? this.floor);
+    tenant.running++;
+    tenant.lastServed = ++this.seq;
+    this.floor = Math.max(this.floor, tenant.counter);
+  }
+
+  finished(account: string): void {
+    const tenant = this.tenants.get(account);
+    if (!tenant) return;
+    tenant.running--;
+    this.prune();
+  }
+
+  /** Service received: `tokens` divided by the account's weight. */
+  charge(account: string, tokens: number): void {
+    const tenant = this.tenants.get(account);
+    if (tenant && tokens > 0) tenant.counter += tokens / tenant.weight;
+  }
+
+  /**
+   * When the queue is full: the waiter to refuse so that `account` may wait, or null when `account` itself is the
+   * one to refuse. An account below its weighted share of the queue (capacity × its weight ÷ the weights of the
+   * accounts waiting, itself included) pushes out the newest waiter of the account holding the most per unit of
+   * weight, provided that account would still hold more than the newcomer after the swap (with whole requests, a
+   * swap between accounts at their share would only churn). An account at or over its share is refused.
+   */
+  pushOutFor(account: string, weight: number): QueueEntry<T> | null {
+    if (this.capacity === 0) return null;
+    const others = [...this.tenants.entries()].filter(([id, t]) => t.waiting.length > 0 && id !== account).map(([, t]) => t);
+    const totalWeight = others.reduce((sum, t) => sum + t.weight, weight);
+    const own = this.waitingOf(account);
+    if (own >= (this.capacity * weight) / totalWeight) return null;
+    let heaviest: Tenant<T> | null = null;
+    for (const t of others) if (!heaviest || t.waiting.length / t.weight > heaviest.waiting.length / heaviest.weight) heaviest = t;
+    if (!heaviest || heaviest.waiting.length / heaviest.weight <= (own + 1) / weight) return null;
+    // The newest waiter; a batch one first, when the account has any.
+    const batch = heaviest.waiting.filter((e) => e.priority === "batch").at(-1);
+    return batch ?? heaviest.waiting.at(-1)!;
+  }
+
+  /**
+   * About how many waiters would start before a new interactive request of `account`: its own, and of every
+   * other account as many as the weights give them while this account's go through (the counters roughly
+   * level), plus the batch waiters past their age bound.
+   */
+  aheadOf(account: string, weight: number): number {
+    const own = this.waitingOf(account);
+    const now = this.now();
+    let ahead = own;
+    for (const [id, t] of this.tenants) {
+      if (id === account) continue;
+      const interactive = t.waiting.filter((e) => e.priority === "interactive").length;
+      ahead += Math.min(interactive, Math.ceil(((own + 1) * t.weight) / weight));
+      ahead += t.waiting.filter((e) => e.priority === "batch" && now - e.enqueuedAt >= this.batchMaxWaitMs).length;
+    }
+    return ahead;
+  }
+
+  /** Every account waiting or running, for the admin API. */
+  view(): TenantView[] {
+    const active = [...this.tenants.entries()].filter(([, t]) => t.waiting.length > 0 || t.running > 0);
+    const min = Math.min(...active.map(([, t]) => t.counter));
+    return active.map(([account, t]) => ({
+      account,
+      weight: t.weight,
+      waiting: { interactive: t.waiting.filter((e) => e.priority === "interactive").length, batch: t.waiting.filter((e) => e.priority === "batch").length },
+      running: t.running,
+      lead: t.counter - min,
+    }));
+  }
+
+  /** Every waiter, oldest first (for a reload that rejects them all). */
+  drain(): QueueEntry<T>[] {
+    const all = [...this.tenants.values()].flatMap((t) => t.waiting.splice(0));
+    this.count = 0;
+    return all.sort((a, b) => a.seq - b.seq);
+  }
+
+  private tenant(account: string, weight?: number): Tenant<T> {
+    let tenant = this.tenants.get(account);
+    if (!tenant) {
+      tenant = { weight: weight ?? 1, counter: this.minWaitingCounter() ?? this.floor, waiting: [], running: 0, lastServed: 0 };
+      this.tenants.set(account, tenant);
+    } else if (weight !== undefined) {
+      tenant.weight = weight;
+    }
+    return tenant;
+  }
+
+  private minWaitingCounter(): number | null {
+    let min: number | null = null;
+    for (const t of this.tenants.values()) if (t.waiting.length > 0 && (min === null || t.counter < min)) min = t.counter;
+    return min;
+  }
+
+  /** Forgets idle accounts that would re-enter at the current minimum anyway (they owe nothing). */
+  private prune(): void {
+    if (this.tenants.size < 64) return;
+    const floor = this.minWaitingCounter() ?? this.floor;
+    for (const [id, t] of this.tenants) if (t.waiting.length === 0 && t.running === 0 && t.counter <= floor) this.tenants.delete(id);
+  }
+}
+
+/** Interactive before batch; then the lower counter; then the account served least recently. */
+function better<T>(a: { tenant: Tenant<T>; batch: boolean }, b: { tenant: Tenant<T>; batch: boolean }): boolean {
+  if (a.batch !== b.batch) return !a.batch;
+  if (a.tenant.counter !== b.tenant.counter) return a.tenant.counter < b.tenant.counter;
+  return a.tenant.lastServed < b.tenant.lastServed;
+}

@@ -1,0 +1,275 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import pino from "pino";
+import type { FastifyBaseLogger } from "fastify";
+import { ModelRunner, type Priority, type RefusalReason, type RunnerObserver } from "../src/scheduler/model-runner.ts";
+import { VtcQueue } from "../src/scheduler/vtc-queue.ts";
+import type { ModelEntry } from "../src/config/app-config.ts";
+import type { Engine } from "../src/engines/engine.ts";
+import { llamaChatSupport } from "../src/engines/llama/llama.support.ts";
+import { AppError } from "../src/errors/app-error.ts";
+import { modelEntry } from "./helpers/model-entry.ts";
+import { holdSlot } from "./helpers/runner.ts";
+import { until } from "./helpers/wait-for.ts";
+
+/*
+ * The account-fair scheduler (src/scheduler/vtc-queue.ts) through ModelRunner.execute, with a scripted engine: each
+ * request charges its prompt at admission and one completion token per event-loop turn, as a generation would.
+ */
+
+const log = pino({ level: "silent" }) as unknown as FastifyBaseLogger;
+
+function entry(over: Partial<ModelEntry> = {}): ModelEntry {
+  return modelEntry({ id: "m", engine: "llama", source: "x", capabilities: ["chat"], parallel: 2, queueSize: 64 }, { path: null, ...over });
+}
+
+const idleEngine = async (): Promise<Engine> => ({ support: llamaChatSupport, contextSize: 16, load: async () => {}, unload: async () => {} });
+
+/** Records what the runner reports: tokens served per account and priority, refusals by reason. */
+function observe(): { observer: RunnerObserver; served: Map<string, number>; byPriority: Map<Priority, number>; refusals: RefusalReason[] } {
+  const served = new Map<string, number>();
+  const byPriority = new Map<Priority, number>();
+  const refusals: RefusalReason[] = [];
+  return {
+    served,
+    byPriority,
+    refusals,
+    observer: {
+      queueWait: () => {},
+      loaded: () => {},
+      unloaded: () => {},
+      refused: (_m, reason) => void refusals.push(reason),
+      served: (_m, account, priority, tokens) => {
+        served.set(account, (served.get(account) ?? 0) + tokens);
+        byPriority.set(priority, (byPriority.get(priority) ?? 0) + tokens);
+      },
+    },
+  };
+}
+
+/** A deterministic pseudo-random sequence (mulberry32). */
+function rng(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** One scripted request: `prompt` tokens charged at admission, then `completion` tokens, one per turn. */
+function generate(runner: ModelRunner, account: string, weight: number, prompt: number, completion: number, priority: Priority = "interactive") {
+  return runner.execute({
+    queueKey: `${account}-key`,
+    account,
+    weight,
+    priority,
+    signal: new AbortController().signal,
+    prepare: () => prompt,
+    cost: (p) => p,
+    run: async (_engine, _prepared, lease) => {
+      for (let i = 0; i < completion; i++) {
+        await tick();
+        lease.charge(1);
+      }
+    },
+  });
+}
+
+/**
+ * Closed-loop clients: each account keeps `clients` requests outstanding (always backlogged) until `total`
+ * requests have finished; returns the service each account received by then.
+ */
+async function backlogged(runner: ModelRunner, served: Map<string, number>, accounts: { id: string; weight: number; clients: number; size: () => [number, number] }[], total: number) {
+  let finished = 0;
+  let snapshot: Map<string, number> | null = null;
+  const loops = accounts.flatMap((a) =>
+    Array.from({ length: a.clients }, async () => {
+      while (finished < total) {
+        const [prompt, completion] = a.size();
+        await generate(runner, a.id, a.weight, prompt, completion);
+        if (++finished === total) snapshot = new Map(served);
+      }
+    }),
+  );
+  await Promise.all(loops);
+  return snapshot!;
+}
+
+test("fair share: two backlogged accounts with weights 2:1 get service within 10% of 2:1 over 200 requests of mixed lengths", async () => {
+  const { observer, served } = observe();
+  const runner = new ModelRunner(entry({ parallel: 2 }), llamaChatSupport, idleEngine, log, observer);
+  await runner.load();
+  const random = rng(31);
+  const mixed = (): [number, number] => [5 + Math.floor(random() * 60), 5 + Math.floor(random() * 150)];
+  const got = await backlogged(runner, served, [
+    { id: "gold", weight: 2, clients: 8, size: mixed },
+    { id: "free", weight: 1, clients: 8, size: mixed },
+  ], 200);
+  const ratio = got.get("gold")! / got.get("free")!;
+  assert.ok(Math.abs(ratio - 2) / 2 <= 0.1, `gold:free service ${got.get("gold")}:${got.get("free")} = ${ratio.toFixed(3)}, want 2 ± 10%`);
+});
+
+test("fair share: long requests from one account and short ones from another still split the tokens evenly", async () => {
+  const { observer, served } = observe();
+  const runner = new ModelRunner(entry({ parallel: 2 }), llamaChatSupport, idleEngine, log, observer);
+  await runner.load();
+  const got = await backlogged(runner, served, [
+    { id: "long", weight: 1, clients: 4, size: () => [100, 300] },
+    { id: "short", weight: 1, clients: 8, size: () => [5, 10] },
+  ], 200);
+  const ratio = got.get("long")! / got.get("short")!;
+  assert.ok(Math.abs(ratio - 1) <= 0.1, `long:short service ${got.get("long")}:${got.get("short")} = ${ratio.toFixed(3)}, want 1 ± 10%`);
+});
+
+test("fair share: an idle account banks no credit; it re-enters at the lowest counter of those waiting", () => {
+  let now = 0;
+  const q = new VtcQueue<string>(16, 600_000, () => now);
+  // a and b both waiting; a has received 1000 tokens, b 400: b is served next.
+  q.push("a", 1, "interactive", "a1");
+  q.push("b", 1, "interactive", "b1");
+  q.charge("a", 1000);
+  q.charge("b", 400);
+  assert.equal(q.shift()!.item, "b1");
+  // c was idle all along (counter 0): it enters at the minimum of the waiting accounts (a's 1000), not below it,
+  // so it does not take every slot until it has caught up with a's 1000 tokens.
+  q.push("c", 1, "interactive", "c1");
+  q.push("c", 1, "interactive", "c2");
+  q.push("a", 1, "interactive", "a2");
+  now = 1;
+  const first = q.shift()!.item;
+  q.charge(first.startsWith("a") ? "a" : "c", 50);
+  const second = q.shift()!.item;
+  assert.deepEqual([first, second].sort(), ["a1", "c1"], "a and c alternate: neither has credit over the other");
+});
+
+test("push-out: a full queue refuses the newest waiter of the heaviest account, never the light newcomer", async () => {
+  const { observer, refusals } = observe();
+  const runner = new ModelRunner(entry({ parallel: 1, queueSize: 4 }), llamaChatSupport, idleEngine, log, observer);
+  await runner.load();
+  const running = holdSlot(runner, "heavy");
+  await running.running;
+  const heavy = Array.from({ length: 4 }, () => holdSlot(runner, "heavy"));
+  const outcomes = heavy.map((h) => h.done.then(() => "ok", (err: unknown) => (err instanceof AppError ? `${err.code}:${err.retryAfterMs! >= 1000}` : String(err))));
+  await until(() => runner.stats().queueDepth === 4, "heavy fills the queue");
+  // A full queue and an account over its share: heavy's own next request is refused.
+  await assert.rejects(holdSlot(runner, "heavy").done, (err: unknown) => err instanceof AppError && err.code === "overloaded");
+  // light's first and second requests each push out heavy's newest waiter (its share of 4 slots is 2).
+  const light = [holdSlot(runner, "light"), holdSlot(runner, "light")];
+  assert.equal(await outcomes[3], "overloaded:true");
+  assert.equal(await outcomes[2], "overloaded:true");
+  assert.equal(runner.stats().queueDepth, 4);
+  // At its share, light's third request is the one refused.
+  await assert.rejects(holdSlot(runner, "light").done, (err: unknown) => err instanceof AppError && err.code === "overloaded");
+  assert.deepEqual(refusals, ["queue_full", "queue_full", "queue_full", "queue_full"]);
+  const byAccount = Object.fromEntries(runner.stats().tenants.map((t) => [t.account, t.waiting.interactive]));
+  assert.deepEqual(byAccount, { heavy: 2, light: 2 });
+  running.release();
+  const rest = [...heavy.slice(0, 2), ...light];
+  for (const h of rest) h.release();
+  await Promise.all(rest.map((h) => h.done));
+});
+
+test("priorities: batch work yields to interactive work, and the age bound lets a starving batch request in", async () => {
+  const { observer, byPriority } = observe();
+  const runner = new ModelRunner(entry({ parallel: 1, batchMaxWaitMs: 300 }), llamaChatSupport, idleEngine, log, observer);
+  await runner.load();
+  const order: string[] = [];
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const job = (name: string, account: string, priority: Priority, hold = false) =>
+    runner.execute({
+      queueKey: name,
+      account,
+      priority,
+      signal: new AbortController().signal,
+      prepare: () => null,
+      cost: () => 10,
+      run: async () => {
+        order.push(name);
+        if (hold) await gate;
+      },
+    });
+  const first = job("first", "x", "interactive", true);
+  await until(() => runner.stats().active === 1, "first holds the slot");
+  // The batch request arrived first and its account has received nothing; interactive still goes first.
+  const batch = job("batch", "b", "batch");
+  await until(() => runner.stats().queueDepth === 1, "batch queued");
+  const interactive = job("interactive", "x", "interactive");
+  release();
+  await Promise.all([first, batch, interactive]);
+  assert.deepEqual(order, ["first", "interactive", "batch"]);
+  assert.equal(byPriority.get("batch"), 10);
+  assert.equal(byPriority.get("interactive"), 20);
+
+  // Age bound: interactive work keeps the model saturated, yet a batch request older than batchMaxWait goes next.
+  order.length = 0;
+  let stop = false;
+  const interactiveLoad = Array.from({ length: 2 }, async (_, i) => {
+    while (!stop) {
+      await runner.execute({
+        queueKey: `i${i}`,
+        account: `i${i}`,
+        signal: new AbortController().signal,
+        prepare: () => null,
+        run: async () => {
+          order.push("interactive");
+          await new Promise((r) => setTimeout(r, 20));
+        },
+      });
+    }
+  });
+  await until(() => runner.stats().queueDepth === 1, "interactive load saturates the model");
+  const started = performance.now();
+  await job("starving", "b", "batch");
+  const waited = performance.now() - started;
+  stop = true;
+  await Promise.all(interactiveLoad);
+  assert.ok(waited >= 290, `the batch request waited ${waited.toFixed(0)} ms: it should wait for the age bound`);
+  assert.ok(waited < 2000, `the batch request waited ${waited.toFixed(0)} ms: the age bound should let it in`);
+  assert.ok(order.indexOf("starving") >= 5, `interactive work ran first meanwhile: ${order.join(",")}`);
+});
+
+test("deadlines: no slot within maxQueueWait is 503 overloaded (deadline); an estimated wait past it is refused at arrival, with Retry-After from the drain rate", async () => {
+  const { observer, refusals } = observe();
+  const runner = new ModelRunner(entry({ parallel: 1, queueSize: 64, maxQueueWaitMs: 1500 }), llamaChatSupport, idleEngine, log, observer);
+  await runner.load();
+  // A queue that drains one request per ~100 ms.
+  const timed = (account: string, ms: number) =>
+    runner.execute({ queueKey: account, account, signal: new AbortController().signal, prepare: () => null, run: () => new Promise<void>((r) => setTimeout(r, ms)) });
+  await Promise.all(Array.from({ length: 8 }, (_, i) => timed(`warm${i}`, 100)));
+
+  // Waiters of distinct accounts: each new one is estimated to start after all of them (one per 100 ms).
+  const held = holdSlot(runner, "holder");
+  await held.running;
+  const queued = Array.from({ length: 10 }, (_, i) => holdSlot(runner, `q${i}`));
+  const queuedOutcome = queued.map((q) => q.done.then(() => "ok", (err: unknown) => (err instanceof AppError ? err.code : String(err))));
+  await until(() => runner.stats().queueDepth === 10, "ten waiters");
+  let refused: AppError | null = null;
+  const arrivals = [];
+  const before = performance.now();
+  for (let i = 0; i < 20 && !refused; i++) {
+    const h = holdSlot(runner, `late${i}`);
+    arrivals.push(h);
+    await Promise.race([h.done.catch((err: unknown) => (refused = err as AppError)), new Promise((r) => setTimeout(r, 5))]);
+  }
+  const atArrival = performance.now() - before;
+  assert.ok(refused, "an arrival whose estimated wait exceeds maxQueueWait is refused");
+  const err = refused as AppError;
+  assert.equal(err.code, "overloaded");
+  assert.ok(atArrival < 1000, `refused at arrival (${atArrival.toFixed(0)} ms), not after waiting the deadline out`);
+  // ~15 waiters ahead at ~100 ms each: the estimate is the deadline or more, not a constant.
+  assert.ok(err.retryAfterMs! >= 1500 && err.retryAfterMs! <= 6000, `Retry-After ${err.retryAfterMs} ms from the drain rate`);
+  assert.equal(refusals.at(-1), "deadline");
+
+  // Nobody releases the slot: the waiters get 503 overloaded once maxQueueWait has passed.
+  assert.deepEqual(new Set(await Promise.all(queuedOutcome)), new Set(["overloaded"]));
+  assert.ok(refusals.filter((r) => r === "deadline").length >= 11);
+  for (const a of arrivals) a.release();
+  held.release();
+  await held.done;
+  await Promise.all(arrivals.map((a) => a.done.catch(() => {})));
+});
