@@ -240,6 +240,18 @@ export const AdminModel = Type.Object(
         { description: "engine llama: prefix reuse across conversation turns" },
       ),
     ),
+    tenants: Type.Array(
+      Type.Object({
+        account: Type.String({ description: "Account id" }),
+        weight: Type.Number({ description: "Its plan's weight" }),
+        waiting: Type.Object({ interactive: Type.Integer(), batch: Type.Integer() }, { description: "Its requests in the model's queue, by priority" }),
+        running: Type.Integer({ description: "Its requests holding slots" }),
+        lead: Type.Number({ description: "Weighted tokens it has received beyond the least-served account waiting or running (its virtual counter minus theirs)" }),
+        tokensLastMinute: Type.Number({ description: "Tokens served to it over the last minute (prompt + completion)" }),
+        shareLastMinute: Type.Number({ description: "Its part of all the tokens the model served over the last minute (0..1)" }),
+      }),
+      { description: "Fair share: the queue by account, and each account's share of the service over the last minute (accounts waiting, running or served then)" },
+    ),
   },
   { $id: "AdminModel" },
 );

@@ -48,6 +48,7 @@ function view(runner: ModelRunner): Static<typeof AdminModel> {
     capabilities: entry.capabilities,
     sizeBytes: entry.path && runner.filesPresent() ? sizeOnDisk(entry.path) : null,
     pullCommand: runner.filesPresent() ? null : pullCommandFor(entry),
+    tenants: stats.tenants,
     ...(stats.upstreams ? { upstreams: stats.upstreams } : {}),
     ...affinitySummary(stats.upstreams),
     ...(stats.promptCache
