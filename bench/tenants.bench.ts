@@ -1,0 +1,143 @@
+import { execFileSync } from "node:child_process";
+import { mkdirSync, symlinkSync } from "node:fs";
+import path from "node:path";
+import { createKey } from "../harness/keys.ts";
+import { testConfig } from "../harness/config.ts";
+import { startListening, type Peer } from "../harness/peers.ts";
+import { modelsDir, repoRoot, spawnServer, tempDir, type SpawnedServer } from "../harness/server.ts";
+import { spread, type BenchRow } from "./bench-row.ts";
+import { runNode } from "./processes.ts";
+
+/**
+ * Issue 31, the noisy neighbour. Account A floods a model with 40 concurrent connections (its own process) while
+ * account B sends one request every 250 ms (its own process), on two models:
+ * - `pool`: an upstream pool (parallel 4) whose upstream (harness/paced-upstream.mjs, its own process) streams a
+ *   completion over 200 ms ± 25%;
+ * - `tiny`: stories260K in-process (parallel 4), 48 tokens per answer.
+ * Each run measures, per model: B alone; A alone (the model's capacity, completions per second); and both. It does so
+ * on this tree's scheduler and on the scheduler before issue 31 (the commit BENCH_BASELINE_REF, default the parent
+ * of the fair-share work, extracted with `git archive` into a temporary folder and run from there with this tree's
+ * node_modules), alternating which goes first. Medians of RUNS, min–max over the runs.
+ */
+const RUNS = Number(process.env.BENCH_RUNS ?? 5);
+const SECONDS = Number(process.env.BENCH_TENANT_SECONDS ?? 6);
+const BASELINE_REF = process.env.BENCH_BASELINE_REF ?? "7a99101";
+const client = path.join(repoRoot, "bench/clients/tenant-client.mjs");
+
+interface Tally {
+  ok: number;
+  refused: number;
+  other: number;
+  perSecond: number;
+  latencies: number[];
+}
+
+interface Sample {
+  bRefused: number;
+  bSent: number;
+  /** B's p95 under A's flood ÷ B's p95 alone; a refused request counts as infinitely slow. */
+  p95Ratio: number;
+  p95Alone: number;
+  p95Flood: number;
+  /** A's completions per second while B sends ÷ (capacity − B's completions per second). */
+  aShare: number;
+  detail?: Record<string, unknown>;
+}
+
+function p95(t: Tally): number {
+  const all = [...t.latencies, ...Array<number>(t.refused + t.other).fill(Infinity)].sort((a, b) => a - b);
+  return all[Math.min(all.length - 1, Math.floor(0.95 * all.length))];
+}
+
+/** The source tree at `ref`, with this tree's node_modules (the dependencies did not change). */
+function baselineTree(ref: string): string {
+  const dir = tempDir("bench-tenants-baseline-");
+  execFileSync("sh", ["-c", `git -C '${repoRoot}' archive '${ref}' | tar -x -C '${dir}'`]);
+  symlinkSync(path.join(repoRoot, "node_modules"), path.join(dir, "node_modules"));
+  return dir;
+}
+
+async function scenario(gateway: SpawnedServer, keys: { a: string; b: string }, ca: string, model: string, body: string): Promise<Sample> {
+  const url = `${gateway.origin}/v1/chat/completions`;
+  const run = async (mode: "flood" | "paced", key: string, seconds: number, arg: number, margin = 0) =>
+    JSON.parse(await runNode([client, mode, url, body, String(seconds), key, ca, String(arg), String(margin)])) as Tally;
+  const alone = await run("paced", keys.b, SECONDS, 250);
+  const capacity = await run("flood", keys.a, SECONDS + 2, 40, 1000);
+  const flood = run("flood", keys.a, SECONDS + 2, 40, 1000);
+  await new Promise((r) => setTimeout(r, 1000));
+  const b = await run("paced", keys.b, SECONDS, 250);
+  const a = await flood;
+  const left = capacity.perSecond - b.perSecond;
+  return {
+    bRefused: b.refused + b.other,
+    bSent: b.ok + b.refused + b.other,
+    p95Alone: p95(alone),
+    p95Flood: p95(b),
+    p95Ratio: p95(b) / p95(alone),
+    aShare: a.perSecond / left,
+    detail: { capacity: capacity.perSecond, capacityRefused: capacity.refused, a: a.perSecond, aRefused: a.refused, b: b.perSecond, bLatencies: b.latencies.map(Math.round).sort((x, y) => x - y) },
+  };
+}
+
+export default async function tenantsBench(): Promise<BenchRow[]> {
+  const upstream: Peer = await startListening(path.join(repoRoot, "harness/paced-upstream.mjs"), ["0", "200", "0.25"]);
+  const raw = (dir: string) => ({
+    dataDir: dir,
+    plans: { bench: { rateLimit: { requests: 10_000_000, window: "1m" } } },
+    defaultPlan: "bench",
+    models: [
+      { id: "pool", engine: "upstream", capabilities: ["chat"], parallel: 4, upstreams: [{ url: `http://127.0.0.1:${upstream.port}/v1`, model: "paced", maxInFlight: 4 }] },
+      { id: "tiny", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"], contextSize: 256, parallel: 4, threads: 1 },
+    ],
+  });
+  const baseline = baselineTree(BASELINE_REF);
+  const schedulers = { fair: path.join(repoRoot, "bin/modelgate.js"), baseline: path.join(baseline, "bin/modelgate.js") };
+  const bodies = {
+    pool: JSON.stringify({ model: "pool", stream: true, messages: [{ role: "user", content: "Once upon a time" }] }),
+    tiny: JSON.stringify({ model: "tiny", stream: true, max_tokens: 48, temperature: 0, messages: [{ role: "user", content: "Once upon a time" }] }),
+  };
+  const samples: Record<"fair" | "baseline", Record<"pool" | "tiny", Sample[]>> = { fair: { pool: [], tiny: [] }, baseline: { pool: [], tiny: [] } };
+  try {
+    for (let i = 0; i < RUNS; i++) {
+      process.stderr.write(`  run ${i + 1}/${RUNS}\n`);
+      const order = i % 2 === 0 ? (["fair", "baseline"] as const) : (["baseline", "fair"] as const);
+      for (const which of order.filter((w) => !process.env.BENCH_TENANT_ONLY || w === process.env.BENCH_TENANT_ONLY)) {
+        const dir = tempDir(`bench-tenants-${which}-`);
+        mkdirSync(dir, { recursive: true });
+        const config = raw(dir);
+        const gateway = await spawnServer(config, dir, [], {}, schedulers[which]);
+        try {
+          const ca = path.join(dir, "tls/cert.pem");
+          const cfg = testConfig(config, path.join(dir, "config.yaml"));
+          const keys = { a: (await createKey(cfg)).key, b: (await createKey(cfg)).key };
+          for (const model of (["pool", "tiny"] as const).filter((m) => !process.env.BENCH_TENANT_MODEL || m === process.env.BENCH_TENANT_MODEL)) {
+            const sample = await scenario(gateway, keys, ca, model, bodies[model]);
+            process.stderr.write(`    ${which} ${model}: ${JSON.stringify(sample)}\n`);
+            samples[which][model].push(sample);
+          }
+        } finally {
+          await gateway.stop();
+        }
+      }
+    }
+  } finally {
+    upstream.child.kill();
+  }
+  const rows: BenchRow[] = [];
+  for (const model of ["pool", "tiny"] as const) {
+    const label = model === "pool" ? "tenants, upstream 200 ms ± 25%, parallel 4" : "tenants, stories260K in-process, parallel 4";
+    const fair = samples.fair[model];
+    const old = samples.baseline[model];
+    const refused = (s: Sample[]) => s.reduce((n, x) => n + x.bRefused, 0);
+    const sent = (s: Sample[]) => s.reduce((n, x) => n + x.bSent, 0);
+    const ratio = spread(fair.map((s) => s.p95Ratio));
+    const share = spread(fair.map((s) => s.aShare));
+    rows.push(
+      { item: `${label}: B's 503s while A floods, of ${sent(fair)} sent over ${RUNS} runs (raw = old scheduler, of ${sent(old)})`, service: refused(fair), raw: refused(old), unit: "requests", ratio: refused(fair), target: "0" },
+      { item: `${label}: B's p95 while A floods ÷ B's p95 alone, refused = ∞ (raw = old scheduler)`, service: ratio.median, raw: spread(old.map((s) => s.p95Ratio)).median, unit: "×", ratio: ratio.median, range: [ratio.min, ratio.max], target: "≤ 1.5" },
+      { item: `${label}: B's p95 alone / while A floods (ms)`, service: spread(fair.map((s) => s.p95Flood)).median, raw: spread(fair.map((s) => s.p95Alone)).median, unit: "ms", ratio: ratio.median, target: "report" },
+      { item: `${label}: A's completions ÷ the capacity B leaves (raw = old scheduler)`, service: share.median, raw: spread(old.map((s) => s.aShare)).median, unit: "share", ratio: share.median, range: [share.min, share.max], target: "≥ 0.9" },
+    );
+  }
+  return rows;
+}
