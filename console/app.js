@@ -9,6 +9,7 @@ import { AuditPage } from "./pages/audit.js";
 import { MembersPage } from "./pages/members.js";
 import { LimitsPage } from "./pages/limits.js";
 import { SecurityPage } from "./pages/security.js";
+import { ModelsPage } from "./pages/models.js";
 import { SignInPage, AcceptInvitePage } from "./pages/signin.js";
 
 /** The fragment as [page, ...args] and its query: #/accounts/acct_1/members?x=y. */
@@ -33,6 +34,7 @@ const memberSections = (me) => [
 ];
 const operatorSections = [
   ["accounts", "Accounts"],
+  ["models", "Models"],
   ["usage", "Usage"],
   ["audit", "Audit log"],
   ["operators", "Operators"],
@@ -57,6 +59,7 @@ function operatorPage(me, [page, id, sub], setMe, signedOut) {
   if (page === "accounts" && id && sub === "members") return html`<${MembersPage} accountId=${id} canManage=${admin} me=${me} />`;
   if (page === "accounts" && id && sub === "limits") return html`<${LimitsPage} accountId=${id} />`;
   if (page === "accounts" && id) return html`<${AccountPage} id=${id} me=${me} />`;
+  if (page === "models") return html`<${ModelsPage} />`;
   if (page === "usage") return html`<${UsagePage} account=${id} />`;
   if (page === "audit") return html`<${AuditPage} account=${id} />`;
   if (page === "operators") return html`<${MembersPage} accountId=${null} canManage=${admin} me=${me} />`;
