@@ -14,7 +14,7 @@ export interface AppContext {
   streams: OpenStreams;
   /** The Prometheus metrics (GET /metrics). */
   metrics: Metrics;
-  /** The plans' maxConcurrent and maxConcurrentPerAccount (per node). */
+  /** The plans' maxConcurrent and maxConcurrentPerAccount (shared by the replicas through Redis when configured). */
   concurrency: ConcurrencyLimits;
   /** Called on shutdown, in reverse order of registration. */
   onClose(fn: () => Promise<void> | void): void;

@@ -1,4 +1,4 @@
-import { ConcurrencyLimits } from "./scheduler/concurrency-limits.ts";
+import { LocalConcurrency, RedisConcurrency } from "./scheduler/concurrency-limits.ts";
 import Fastify, { LogController, type FastifyInstance } from "fastify";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import type { AppConfig } from "./config/app-config.ts";
@@ -113,7 +113,14 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   catalog = new ModelCatalog(config.models, options.engines ?? builtInEngines(), app.log, metrics.runnerObserver);
   closers.push(() => catalog.unloadAll());
   const streams = new OpenStreams();
-  const ctx: AppContext = { config, catalog, usage, streams, metrics, concurrency: new ConcurrencyLimits(), onClose: (fn) => closers.push(fn) };
+  // Shared by the replicas when Redis is configured and a plan limits concurrency; else counted on this node.
+  const limitsConcurrency = [...config.plans.values()].some((p) => p.maxConcurrent !== null || p.maxConcurrentPerAccount !== null);
+  const concurrency =
+    config.redisUrl && limitsConcurrency
+      ? await RedisConcurrency.connect(config.redisUrl, { onError: config.redisOnError, onStoreError: () => metrics.storeErrors.inc({ store: "redis" }) })
+      : new LocalConcurrency();
+  if (concurrency instanceof RedisConcurrency) closers.push(() => concurrency.close());
+  const ctx: AppContext = { config, catalog, usage, streams, metrics, concurrency, onClose: (fn) => closers.push(fn) };
   app.decorate("ctx", ctx);
 
   const routeTable = new RouteTable();

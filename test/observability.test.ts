@@ -148,7 +148,8 @@ test("after real traffic every counter and histogram moved by the right amount, 
   assert.ok(moved("modelgate_inter_token_latency_seconds", { model: "stories" }) > 0);
   const rates = moved("modelgate_generation_tokens_per_second", { model: "stories" });
   assert.ok(rates >= 2 && rates <= 3, `the generations that ran to an end (the aborted one may have): ${rates}`);
-  assert.equal(moved("modelgate_queue_wait_seconds", { model: "single" }), 1);
+  assert.equal(moved("modelgate_queue_wait_seconds", { model: "single", priority: "interactive" }), 1);
+  assert.equal(moved("modelgate_overloaded_total", { model: "single", reason: "queue_full" }), 1);
   assert.equal(moved("modelgate_request_duration_seconds", { endpoint: "embeddings", model: "bert-embed" }), 1);
   assert.equal(value(after, "modelgate_model_state", { model: "stories", state: "ready" }), 1);
   assert.equal(value(after, "modelgate_model_state", { model: "stories", state: "loading" }), 0);

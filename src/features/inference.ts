@@ -51,7 +51,7 @@ export async function runInference<E extends EndpointCapability, P, R>(ctx: AppC
     // Fair share: the tokens charged to the account so far, and the lease to charge the rest of its usage to.
     let charged = 0;
     let held: Lease | null = null;
-    const releaseConcurrency = ctx.concurrency.acquire(request.auth);
+    const releaseConcurrency = await ctx.concurrency.acquire(request.auth);
     try {
       result = await runner.execute({
         queueKey: request.auth.keyId,
