@@ -14,7 +14,8 @@ import { runNode } from "./processes.ts";
  * - `pool`: an upstream pool (parallel 4) whose upstream (harness/paced-upstream.mjs, its own process) streams a
  *   completion over 200 ms ± 25%;
  * - `tiny`: stories260K in-process (parallel 4), 48 tokens per answer.
- * Each run measures, per model: B alone; A alone (the model's capacity, completions per second); and both. It does so
+ * Each run measures, per model: B alone; A alone (the model's capacity, completions per second); both; and A alone
+ * again (the capacity is the mean of the two A-alone phases, which bracket the shared one). It does so
  * on this tree's scheduler and on the scheduler before issue 31 (the commit BENCH_BASELINE_REF, default the parent
  * of the fair-share work, extracted with `git archive` into a temporary folder and run from there with this tree's
  * node_modules), alternating which goes first. Medians of RUNS, min–max over the runs.
@@ -62,11 +63,14 @@ async function scenario(gateway: SpawnedServer, keys: { a: string; b: string }, 
   const run = async (mode: "flood" | "paced", key: string, seconds: number, arg: number, margin = 0) =>
     JSON.parse(await runNode([client, mode, url, body, String(seconds), key, ca, String(arg), String(margin)])) as Tally;
   const alone = await run("paced", keys.b, SECONDS, 250);
-  const capacity = await run("flood", keys.a, SECONDS + 2, 40, 1000);
+  const before = await run("flood", keys.a, SECONDS + 2, 40, 1000);
   const flood = run("flood", keys.a, SECONDS + 2, 40, 1000);
   await new Promise((r) => setTimeout(r, 1000));
   const b = await run("paced", keys.b, SECONDS, 250);
   const a = await flood;
+  const after = await run("flood", keys.a, SECONDS + 2, 40, 1000);
+  // The capacity: A alone, just before and just after (the machine's load drifts between phases).
+  const capacity = { perSecond: (before.perSecond + after.perSecond) / 2, refused: before.refused + after.refused };
   const left = capacity.perSecond - b.perSecond;
   return {
     bRefused: b.refused + b.other,

@@ -352,6 +352,11 @@ test("§2.9 console: under its own CSP every page works (no violation), and the 
   await tab.locator(".chart canvas").first().waitFor();
   await tab.goto(`${srv.origin}/console#/audit`);
   await tab.locator("tbody tr").first().waitFor();
+  // Issue 31: the operators' model view shows each model's queue by account and share of the last minute's tokens.
+  await tab.goto(`${srv.origin}/console#/models`);
+  const row = tab.getByRole("table", { name: /Queue by account/ }).locator("tbody tr").first();
+  await row.waitFor();
+  assert.match((await row.textContent()) ?? "", /^acct_\w+.* \/ .*\d+%$/, "account, weight, waiting, running, tokens and share");
   await tab.close();
   assert.deepEqual(violations, []);
 });

@@ -190,13 +190,6 @@ export class VtcQueue<T> {
     }));
   }
 
-  /** Every waiter, oldest first (for a reload that rejects them all). */
-  drain(): QueueEntry<T>[] {
-    const all = [...this.tenants.values()].flatMap((t) => t.waiting.splice(0));
-    this.count = 0;
-    return all.sort((a, b) => a.seq - b.seq);
-  }
-
   private tenant(account: string, weight?: number): Tenant<T> {
     let tenant = this.tenants.get(account);
     if (!tenant) {
