@@ -17,6 +17,7 @@ import { authPlugin } from "./auth/api-key.plugin.ts";
 import { adminAuthPlugin } from "./auth/admin-auth.plugin.ts";
 import { revocationsPlugin } from "./plugins/revocations.ts";
 import { rateLimitPlugin } from "./plugins/rate-limit.ts";
+import { TokenMeter } from "./plugins/token-meter.ts";
 import { openStore } from "./store/store.ts";
 import { UsageRecorder } from "./store/usage-recorder.ts";
 import { registerOpenApi } from "./features/openapi/openapi-document.ts";
@@ -112,7 +113,17 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   catalog = new ModelCatalog(config.models, options.engines ?? builtInEngines(), app.log, metrics.runnerObserver);
   closers.push(() => catalog.unloadAll());
   const streams = new OpenStreams();
-  const ctx: AppContext = { config, catalog, usage, streams, metrics, onClose: (fn) => closers.push(fn) };
+  const tokens = await TokenMeter.create({
+    config,
+    log: app.log,
+    periodTotals: (accountId, firstDay, lastDay) => store.health.run(() => store.usage.periodTotals(accountId, firstDay, lastDay)),
+    flushUsage: () => usage.flush(),
+    budgetOverride: async () => null,
+    budgetUsed: (accountId, ratio) => metrics.budgetUsed.set({ account: accountId }, ratio),
+    onStoreError: () => metrics.storeErrors.inc({ store: "redis" }),
+  });
+  closers.push(() => tokens.close());
+  const ctx: AppContext = { config, catalog, usage, streams, metrics, tokens, onClose: (fn) => closers.push(fn) };
   app.decorate("ctx", ctx);
 
   const routeTable = new RouteTable();

@@ -26,6 +26,11 @@ export interface RequestContext {
   outcome: RequestOutcome | null;
   /** The request's headers, for a client's W3C trace context (`traceparent`). */
   headers: Record<string, string | string[] | undefined>;
+  /**
+   * Puts rate-limit headers on the answer (the token meter's `x-ratelimit-*-tokens`), while it is not yet sent; a
+   * caller that is not an HTTP request (a batch line) leaves it out.
+   */
+  setHeaders?(headers: Record<string, string>): void;
 }
 
 /** The context of an authenticated /v1 request (the auth hook has run). */
@@ -40,5 +45,8 @@ export function requestContext(request: FastifyRequest, reply: FastifyReply): Re
     elapsedMs: () => reply.elapsedTime,
     outcome: request.outcome,
     headers: request.headers,
+    setHeaders: (headers) => {
+      if (!reply.sent && !reply.raw.headersSent) reply.headers(headers);
+    },
   };
 }
