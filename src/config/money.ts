@@ -55,3 +55,13 @@ export function costMicro(pricing: Pricing | null, promptTokens: number, complet
   if (rounding === "ceil") return Number(quotient + 1n);
   return Number(remainder * 2n >= million ? quotient + 1n : quotient);
 }
+
+/** A usage line's spend: exact micro-units (the line's tokens × its model's prices, rounded half up once), as a decimal too. */
+export function spendOf(
+  config: { models: readonly { id: string; pricing: Pricing | null }[]; currency: string },
+  line: { model: string; promptTokens: number; completionTokens: number },
+): { spendMicros: number; spend: string; currency: string } {
+  const pricing = config.models.find((m) => m.id === line.model)?.pricing ?? null;
+  const spendMicros = costMicro(pricing, line.promptTokens, line.completionTokens, "round");
+  return { spendMicros, spend: formatMoney(spendMicros), currency: config.currency };
+}
