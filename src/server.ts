@@ -118,7 +118,6 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
     log: app.log,
     periodTotals: (accountId, firstDay, lastDay) => store.health.run(() => store.usage.periodTotals(accountId, firstDay, lastDay)),
     flushUsage: () => usage.flush(),
-    budgetOverride: async () => null,
     budgetUsed: (accountId, ratio) => metrics.budgetUsed.set({ account: accountId }, ratio),
     onStoreError: () => metrics.storeErrors.inc({ store: "redis" }),
   });

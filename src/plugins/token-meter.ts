@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { MeterSubject, TokenAmount, TokenGate, TokenReservation } from "../app-context.ts";
-import type { AppConfig, Budget, Plan } from "../config/app-config.ts";
+import type { AppConfig, Plan } from "../config/app-config.ts";
 import { formatResetDuration } from "../config/duration.ts";
 import { costMicro, formatMoney, type Pricing } from "../config/money.ts";
 import { calendarPeriod } from "../config/periods.ts";
@@ -17,8 +17,6 @@ export interface MeterDeps {
   periodTotals(accountId: string, firstDay: string, lastDay: string): Promise<{ model: string; promptTokens: number; completionTokens: number }[]>;
   /** Writes this replica's pending usage, so a period seeded now counts it. */
   flushUsage(): Promise<void>;
-  /** The account's own budget (set from the CLI, admin API or console), or null for the plan's. */
-  budgetOverride(accountId: string): Promise<Budget | null>;
   /** The budget gauge: the share of the account's budget used (0..1+). */
   budgetUsed?(accountId: string, ratio: number): void;
   onStoreError?(): void;
@@ -75,7 +73,7 @@ export class TokenMeter implements TokenGate {
     return hits;
   }
 
-  private async hits(subject: MeterSubject, model: string, amount: TokenAmount): Promise<Hit[]> {
+  private hits(subject: MeterSubject, model: string, amount: TokenAmount): Hit[] {
     const tokens = amount.promptTokens + amount.completionTokens;
     const hits = this.windowHits(subject, tokens);
     const { quota } = subject.plan;
@@ -83,17 +81,14 @@ export class TokenMeter implements TokenGate {
       const p = calendarPeriod(quota.period);
       hits.push({ kind: "quota", bucket: `q:${subject.accountId}:${p.id}`, limit: quota.tokens, amount: tokens, expireAt: p.endsAt, period: quota.period });
     }
-    const budget = await this.budgetOf(subject);
+    // An account's own budget is already in its plan here (the key lookup puts it there, auth/api-key.plugin.ts).
+    const budget = subject.plan.budget;
     if (budget) {
       const p = calendarPeriod(budget.period);
       const cost = costMicro(this.pricing(model), amount.promptTokens, amount.completionTokens, "ceil");
       hits.push({ kind: "budget", bucket: `b:${subject.accountId}:${p.id}`, limit: budget.amountMicro, amount: cost, expireAt: p.endsAt, period: budget.period });
     }
     return hits;
-  }
-
-  private async budgetOf(subject: MeterSubject): Promise<Budget | null> {
-    return (await this.deps.budgetOverride(subject.accountId)) ?? subject.plan.budget;
   }
 
   async headers(subject: MeterSubject): Promise<Record<string, string> | null> {
@@ -103,7 +98,7 @@ export class TokenMeter implements TokenGate {
   }
 
   async reserve(subject: MeterSubject, model: string, amount: TokenAmount, setHeaders?: (headers: Record<string, string>) => void): Promise<TokenReservation | null> {
-    let hits = await this.hits(subject, model, amount);
+    let hits = this.hits(subject, model, amount);
     if (hits.length === 0) return null;
     let outcome = await this.store.reserve(hits);
     for (let attempt = 0; outcome.missing && attempt < 3; attempt++) {
