@@ -124,3 +124,20 @@ for (const redis of [false, true]) {
     });
   });
 }
+
+test("issue 32 OpenAPI documents the token headers (and the request ones) on every /v1 response, Retry-After on 429", async () => {
+  const s = await startServer({ models: [] });
+  try {
+    const { key } = await s.createKey();
+    const doc = (await (await s.get("/v1/openapi.json", { key })).json()) as { paths: Record<string, Record<string, { responses: Record<string, { headers?: Record<string, unknown> }> }>> };
+    const chat = doc.paths["/v1/chat/completions"].post.responses;
+    for (const status of ["200", "400", "429", "503"]) {
+      assert.ok(chat[status].headers?.["x-ratelimit-remaining-tokens"], `${status} documents x-ratelimit-remaining-tokens`);
+      assert.ok(chat[status].headers?.["x-ratelimit-reset-requests"]);
+    }
+    assert.ok(chat["429"].headers?.["retry-after"]);
+    assert.ok(doc.paths["/v1/models"].get.responses["200"].headers?.["x-ratelimit-limit-tokens"]);
+  } finally {
+    await s.close();
+  }
+});
