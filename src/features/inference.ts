@@ -75,7 +75,9 @@ export async function runInference<E extends EndpointCapability, P, R>(ctx: AppC
       used = spec.usage(result);
     } finally {
       endWait();
-      await settle(reservation, used, request);
+      // Not awaited: the answer does not wait for it, and a late settle only gives tokens back (never over-admits);
+      // Redis runs this node's commands in order, so its next request sees it.
+      void settle(reservation, used, request);
       if (signal.aborted && isClientDisconnect(signal.reason)) request.log.debug({ model: spec.model }, "client disconnected; the request was stopped");
     }
     const usage = used;

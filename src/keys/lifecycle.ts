@@ -208,7 +208,8 @@ export async function createAccount(store: Store, config: AppConfig, input: Acco
   const contacts = checkContacts(input.contacts ?? []);
   if (await store.accounts.find(name)) throw new LifecycleError("invalid_parameter", "name", `account "${name}" already exists`);
   const asked = onBehalfOf(by, { name, contacts });
-  const detail = (a: Account) => ({ name: a.name, plan: a.plan, changes: fieldChanges(null, a, [...accountFields]) });
+  // An account is created without its own budget: that field is recorded when an update sets it.
+  const detail = (a: Account) => ({ name: a.name, plan: a.plan, changes: fieldChanges(null, a, accountFields.filter((f) => f !== "budget")) });
   return audited(store, by, { action: "account.create", onBehalfOf: asked, accountId: (a) => a.id, detail }, (tx) =>
     tx.accounts.insert({ id: newId("acct"), name, plan, allowIps, contacts, createdAt: now() }),
   );

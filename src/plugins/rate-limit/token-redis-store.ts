@@ -97,13 +97,17 @@ const newWindowId = () => `${process.pid.toString(36)}.${Date.now().toString(36)
 export class RedisTokenStore implements TokenStore {
   private constructor(private readonly redis: Redis) {}
 
-  /** The same connection settings as the request limiter's (redis-store.ts): fail fast, reconnect quickly. */
+  /**
+   * The request limiter's connection settings (redis-store.ts: no offline queue, reconnect quickly), but commands
+   * time out after 1 s instead of 250 ms: on a saturated node the event loop alone can delay an answer past 250 ms,
+   * and a circuit opened then counts tokens per replica (redis.onError: open), which over-admits across replicas.
+   */
   static async connect(url: string): Promise<RedisTokenStore> {
     const redis = new Redis(url, {
       lazyConnect: true,
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
-      commandTimeout: 250,
+      commandTimeout: 1000,
       connectTimeout: 1000,
       enableReadyCheck: false,
       retryStrategy: (attempt) => Math.min(50 * attempt, 250),
