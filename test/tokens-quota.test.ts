@@ -10,7 +10,8 @@ import { freshPostgres, redisTestUrl } from "../harness/keys.ts";
 import { calendarPeriod } from "../src/config/periods.ts";
 
 const stories = { id: "stories", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"], contextSize: 512, parallel: 1, threads: 1 };
-const plans = { daily: { quota: { tokens: 120, period: "day" } } };
+const plans = { daily: { quota: { tokens: 120, period: "day" }, tokenLimit: { tokens: 100_000, window: "1h" } } };
+const windowLeft = async (s: TestServer, key: string) => Number((await s.get("/v1/models", { key })).headers.get("x-ratelimit-remaining-tokens"));
 const ask = (s: TestServer, key: string, maxTokens: number) => s.post("/v1/chat/completions", { model: "stories", messages: [{ role: "user", content: "Once upon a time" }], max_tokens: maxTokens }, { key });
 
 /** Spends the quota with requests of 40 tokens at most until one is refused; returns the tokens the answers used. */
@@ -48,10 +49,13 @@ describe("issue 32 quotas survive a restart", () => {
     const used = await spend(s, key);
     assert.ok(used > 0 && used <= 120, `${used} tokens used within the quota`);
     await assertQuotaRefusal(await ask(s, key, 30));
+    assert.equal(await windowLeft(s, key), 100_000 - used);
     await s.close();
     s = await startServer({ models: [stories], plans }, { dataDir });
     try {
       await assertQuotaRefusal(await ask(s, key, 30));
+      // The token window is in memory without Redis: a restart starts it again, as the request limiter's.
+      assert.equal(await windowLeft(s, key), 100_000);
       // What is left still admits a request that fits it.
       const left = 120 - used;
       if (left > 8) assert.equal((await ask(s, key, left - 7)).status, 200);
@@ -69,8 +73,9 @@ describe("issue 32 quotas survive a restart", () => {
     const redis = new Redis(redisTestUrl);
     try {
       const { key, accountId } = await s.createKey({ plan: "daily" });
-      await spend(s, key);
+      const used = await spend(s, key);
       await assertQuotaRefusal(await ask(s, key, 30));
+      assert.equal(await windowLeft(s, key), 100_000 - used);
       await s.close();
       // Only this account's counters: other tests share the Redis.
       const keys = await redis.keys(`modelgate:tok:q:${accountId}:*`);
@@ -78,6 +83,7 @@ describe("issue 32 quotas survive a restart", () => {
       await redis.del(...keys);
       s = await startServer(raw, { dataDir });
       await assertQuotaRefusal(await ask(s, key, 30));
+      assert.equal(await windowLeft(s, key), 100_000 - used, "the token window is in Redis: the restart kept it");
       assert.equal((await redis.keys(`modelgate:tok:q:${accountId}:*`)).length, 1, "seeded again");
     } finally {
       redis.disconnect();

@@ -1,5 +1,5 @@
 // CLIENTS concurrent clients POSTing chat completions of mixed sizes for SECONDS, spread over the replicas; on a
-// 429 a client waits 200 ms and tries again (the window frees as reservations are settled). Prints JSON: the tokens
+// 429 a client waits Retry-After capped at 1 s and tries again (the window frees as reservations are settled). Prints JSON: the tokens
 // of the admitted requests (their usage), how many were admitted, refused and failed.
 // `node token-client.mjs ORIGINS(comma) KEY CA_FILE CLIENTS SECONDS MODEL`
 import { readFileSync } from "node:fs";
@@ -28,7 +28,7 @@ async function client(i) {
         totals.admittedTokens += JSON.parse(text).usage.total_tokens;
       } else if (res.statusCode === 429) {
         totals.refused++;
-        await new Promise((r) => setTimeout(r, 200));
+        await new Promise((r) => setTimeout(r, Math.min(1000, Number(res.headers["retry-after"] ?? 1) * 1000)));
       } else {
         totals.failed++;
         await new Promise((r) => setTimeout(r, 200));

@@ -6,9 +6,10 @@ import { MemoryTokenStore, type AmountHit, type AmountResult, type AmountSettle,
 const probeEveryMs = 100;
 
 /**
- * The shared token counters behind the request limiter's outage policy (resilient-store.ts): two failures in a
- * row open the circuit; while it is open, `redis.onError: open` counts in a local fallback per replica (seeded
- * periods are seeded again from the usage table there), `closed` answers 503 overloaded. A background PING probes.
+ * The shared token counters behind the request limiter's outage policy (resilient-store.ts): five failures in a
+ * row open the circuit; while it is open, `redis.onError: open` counts in a local fallback per replica, which starts
+ * each token window at what Redis last said of it (so a blip in a full window admits what was left, not a fresh
+ * window) and seeds quota and budget periods again from the usage table; `closed` answers 503 overloaded. A background PING probes.
  */
 export class ResilientTokenStore implements TokenStore {
   private readonly breaker: CircuitBreakerPolicy;
@@ -20,13 +21,19 @@ export class ResilientTokenStore implements TokenStore {
     private readonly onError: "open" | "closed",
     log: FastifyBaseLogger,
   ) {
-    this.breaker = circuitBreaker(handleAll, { halfOpenAfter: probeEveryMs, breaker: new ConsecutiveBreaker(2) });
+    // Five failures in a row, not the request limiter's two: a circuit opened by a saturated node (not an outage)
+    // counts tokens per replica meanwhile, which over-admits across replicas.
+    this.breaker = circuitBreaker(handleAll, { halfOpenAfter: probeEveryMs, breaker: new ConsecutiveBreaker(5) });
     let down = false;
+    let lastError: unknown = null;
+    this.breaker.onFailure((failure) => {
+      if ("error" in failure.reason) lastError = failure.reason.error;
+    });
     this.breaker.onBreak(() => {
       this.startProbing();
       if (down) return;
       down = true;
-      log.warn(onError === "open" ? "redis unreachable: token limits, quotas and budgets are counted per replica until it returns" : "redis unreachable: refusing metered requests (redis.onError: closed) until it returns");
+      log.warn({ err: lastError }, onError === "open" ? "redis unreachable: token limits, quotas and budgets are counted per replica until it returns" : "redis unreachable: refusing metered requests (redis.onError: closed) until it returns");
     });
     this.breaker.onReset(() => {
       this.stopProbing();
@@ -43,8 +50,34 @@ export class ResilientTokenStore implements TokenStore {
     this.breaker.onFailure(() => listener());
   }
 
+  /** What Redis last said of each rolling window (used, when it ends), for the fallback to start from. */
+  private readonly known = new Map<string, { used: number; resetAt: number }>();
+
   reserve(hits: AmountHit[]): Promise<ReserveOutcome> {
-    return this.guarded(() => this.shared.reserve(hits), () => this.fallback.reserveSync(hits));
+    return this.guarded(
+      async () => {
+        const outcome = await this.shared.reserve(hits);
+        if (!outcome.missing) this.remember(hits, outcome.results);
+        return outcome;
+      },
+      () => {
+        for (const h of hits) {
+          const seen = h.windowMs !== undefined ? this.known.get(h.bucket) : undefined;
+          if (seen) this.fallback.adopt(h.bucket, seen.used, seen.resetAt);
+        }
+        return this.fallback.reserveSync(hits);
+      },
+    );
+  }
+
+  private remember(hits: AmountHit[], results: AmountResult[]): void {
+    const now = Date.now();
+    hits.forEach((h, i) => {
+      if (h.windowMs === undefined) return;
+      this.known.delete(h.bucket);
+      this.known.set(h.bucket, { used: results[i].used, resetAt: now + results[i].resetMs });
+      if (this.known.size > 100_000) this.known.delete(this.known.keys().next().value!);
+    });
   }
 
   /** Best effort, like the request limiter's release: a settle Redis cannot take now does not fail the request. */
@@ -54,7 +87,14 @@ export class ResilientTokenStore implements TokenStore {
   }
 
   peek(hits: AmountHit[]): Promise<AmountResult[]> {
-    return this.guarded(() => this.shared.peek(hits), () => this.fallback.peekSync(hits));
+    return this.guarded(
+      async () => {
+        const results = await this.shared.peek(hits);
+        this.remember(hits, results);
+        return results;
+      },
+      () => this.fallback.peekSync(hits),
+    );
   }
 
   async seed(bucket: string, value: number, expireAt: number): Promise<void> {

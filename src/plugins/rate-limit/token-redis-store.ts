@@ -86,6 +86,8 @@ return 1
 
 type Script = (...args: (string | number)[]) => Promise<(number | string)[]>;
 
+const commandTimeoutMs = 2000;
+
 const keyOf = (bucket: string) => `modelgate:tok:${bucket}`;
 
 /** A seeded period's bucket outlives the period by this much, so settles of requests that straddle its end land. */
@@ -99,7 +101,7 @@ export class RedisTokenStore implements TokenStore {
 
   /**
    * The request limiter's connection settings (redis-store.ts: no offline queue, reconnect quickly), but commands
-   * time out after 1 s instead of 250 ms: on a saturated node the event loop alone can delay an answer past 250 ms,
+   * time out after 2 s instead of 250 ms: on a saturated node the event loop alone can delay an answer past 250 ms,
    * and a circuit opened then counts tokens per replica (redis.onError: open), which over-admits across replicas.
    */
   static async connect(url: string): Promise<RedisTokenStore> {
@@ -107,7 +109,7 @@ export class RedisTokenStore implements TokenStore {
       lazyConnect: true,
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
-      commandTimeout: 1000,
+      commandTimeout: commandTimeoutMs,
       connectTimeout: 1000,
       enableReadyCheck: false,
       retryStrategy: (attempt) => Math.min(50 * attempt, 250),
@@ -169,12 +171,21 @@ export class RedisTokenStore implements TokenStore {
     await this.timed(this.redis.ping());
   }
 
-  /** As the request limiter's: a timed-out command may mean a dead connection, which is replaced. */
+  /** When the connection last answered anything. */
+  private lastAnswerAt = Date.now();
+
+  /**
+   * A timed-out command may mean a dead connection (a partition), which is replaced, as the request limiter's; but
+   * only when the connection has answered nothing for the whole timeout: on a busy node one slow answer among
+   * others is not a dead connection, and destroying it would fail every command in flight on it at once.
+   */
   private async timed<T>(command: Promise<T>): Promise<T> {
     try {
-      return await command;
+      const answer = await command;
+      this.lastAnswerAt = Date.now();
+      return answer;
     } catch (err) {
-      if (/timed out/i.test((err as Error).message)) this.redis.stream?.destroy();
+      if (/timed out/i.test((err as Error).message) && Date.now() - this.lastAnswerAt >= commandTimeoutMs) this.redis.stream?.destroy();
       throw err;
     }
   }

@@ -126,6 +126,15 @@ export class MemoryTokenStore implements TokenStore {
     this.held.set(bucket, { used: value, windowId: "", resetAt: expireAt });
   }
 
+  /**
+   * Starts a rolling window at what the shared store last said of it (used, and when it ends), unless this store
+   * holds it already: the fallback during an outage then admits only what was left, not a whole fresh window.
+   */
+  adopt(bucket: string, used: number, resetAt: number): void {
+    if (resetAt <= this.now() || this.live(bucket, this.now())) return;
+    this.held.set(bucket, { used, windowId: `m${++this.windows}`, resetAt });
+  }
+
   /** Drops every counter (tests: what a restart does to a node without Redis). */
   clear(): void {
     this.held.clear();
