@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { MeterSubject, TokenAmount, TokenGate, TokenReservation } from "../app-context.ts";
-import type { AppConfig, Plan } from "../config/app-config.ts";
+import type { AppConfig } from "../config/app-config.ts";
 import { formatResetDuration } from "../config/duration.ts";
 import { costMicro, formatMoney, type Pricing } from "../config/money.ts";
 import { calendarPeriod } from "../config/periods.ts";
@@ -222,9 +222,4 @@ function headersOf(hits: AmountHit[], results: AmountResult[], _pending: number 
     "x-ratelimit-remaining-tokens": String(left(best)),
     "x-ratelimit-reset-tokens": formatResetDuration(results[best].resetMs / 1000),
   };
-}
-
-/** Whether a plan meters tokens at all (token windows, quota or budget); budgets may also come per account. */
-export function metersTokens(plan: Plan): boolean {
-  return Boolean(plan.tokenLimit || plan.accountTokenLimit || plan.quota || plan.budget);
 }

@@ -135,11 +135,6 @@ export class MemoryTokenStore implements TokenStore {
     this.held.set(bucket, { used, windowId: `m${++this.windows}`, resetAt });
   }
 
-  /** Drops every counter (tests: what a restart does to a node without Redis). */
-  clear(): void {
-    this.held.clear();
-  }
-
   private live(bucket: string, now: number): Held | undefined {
     const w = this.held.get(bucket);
     if (w && w.resetAt <= now) {
