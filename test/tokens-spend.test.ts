@@ -141,7 +141,7 @@ describe("issue 32 budgets", () => {
     const config = writeConfig(s.config.dataDir, { ...raw, dataDir: s.config.dataDir }, "cli.yaml");
     const cleared = await runCli(["accounts", "update", accountId, "--clear-budget", "--json", "--config", config]);
     assert.equal(cleared.code, 0, cleared.stderr);
-    assert.equal(JSON.parse(cleared.stdout).budget, null);
+    assert.equal(JSON.parse(cleared.stdout).budget, undefined, "no budget of its own");
     const shown = await runCli(["accounts", "show", accountId, "--config", config]);
     assert.equal(shown.code, 0, shown.stderr);
     assert.match(shown.stdout, /budget: +0\.000100 USD per day \(the plan's\): 0\.000000 spent, 0\.000100 left \(resets .*T00:00:00Z\)/);

@@ -21,7 +21,8 @@ example:
   modelgate accounts create acme --plan default --allow-ip 10.0.0.0/8`;
 
 function shape(a: AccountView) {
-  return { id: a.id, name: a.name, plan: a.plan, allowIps: a.allowIps, budget: a.budget ?? null };
+  // The account's own budget only when it has one (issue 32): the documented shape is otherwise unchanged.
+  return { id: a.id, name: a.name, plan: a.plan, allowIps: a.allowIps, ...(a.budget ? { budget: a.budget } : {}) };
 }
 
 function describe(a: AccountView): string {
