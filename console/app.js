@@ -57,7 +57,7 @@ function memberPage(me, page, setMe, signedOut) {
 function operatorPage(me, [page, id, sub], setMe, signedOut) {
   const admin = me.role === "operator-admin";
   if (page === "accounts" && id && sub === "members") return html`<${MembersPage} accountId=${id} canManage=${admin} me=${me} />`;
-  if (page === "accounts" && id && sub === "limits") return html`<${LimitsPage} accountId=${id} />`;
+  if (page === "accounts" && id && sub === "limits") return html`<${LimitsPage} accountId=${id} canSetBudget=${admin} />`;
   if (page === "accounts" && id) return html`<${AccountPage} id=${id} me=${me} />`;
   if (page === "models") return html`<${ModelsPage} />`;
   if (page === "usage") return html`<${UsagePage} account=${id} />`;

@@ -1,4 +1,4 @@
-import type { AppConfig } from "./config/app-config.ts";
+import type { AppConfig, Plan } from "./config/app-config.ts";
 import type { ModelCatalog } from "./catalog/model-catalog.ts";
 import type { OpenStreams } from "./http/sse.ts";
 import type { Metrics } from "./metrics/metrics.ts";
@@ -16,6 +16,8 @@ export interface AppContext {
   metrics: Metrics;
   /** The plans' maxConcurrent and maxConcurrentPerAccount (shared by the replicas through Redis when configured). */
   concurrency: ConcurrencyLimits;
+  /** Token limits, quotas and budgets (issue 32): reserved at admission, settled after the run. */
+  tokens: TokenGate;
   /** Called on shutdown, in reverse order of registration. */
   onClose(fn: () => Promise<void> | void): void;
 }
@@ -25,4 +27,36 @@ declare module "fastify" {
     /** Decorated by server.ts. */
     ctx: AppContext;
   }
+}
+
+/** Who a metered request is for. */
+export interface MeterSubject {
+  keyId: string;
+  accountId: string;
+  plan: Plan;
+}
+
+/** Tokens a request reserves (its prompt and its completion cap) or used. */
+export interface TokenAmount {
+  promptTokens: number;
+  completionTokens: number;
+}
+
+/** A reservation taken at admission; `settle` is called once, after the run, with what was used (null: nothing). */
+export interface TokenReservation {
+  settle(used: TokenAmount | null): Promise<void>;
+}
+
+/**
+ * The token meter (plugins/token-meter.ts), usable by any caller of runInference (HTTP or not): the rate-limit
+ * headers are handed to `setHeaders`, which an HTTP route puts on its reply and another caller may ignore.
+ */
+export interface TokenGate {
+  /** The `x-ratelimit-*-tokens` headers of the key's token windows without reserving; null when its plan has none. */
+  headers(subject: MeterSubject): Promise<Record<string, string> | null>;
+  /**
+   * Reserves `amount` in the key's and account's token windows, the account's quota and its budget, in all or none
+   * (429 rate_limit_exceeded naming what is spent, with Retry-After); null when the plan meters nothing.
+   */
+  reserve(subject: MeterSubject, model: string, amount: TokenAmount, setHeaders?: (headers: Record<string, string>) => void): Promise<TokenReservation | null>;
 }

@@ -18,6 +18,7 @@ import { authPlugin } from "./auth/api-key.plugin.ts";
 import { adminAuthPlugin } from "./auth/admin-auth.plugin.ts";
 import { revocationsPlugin } from "./plugins/revocations.ts";
 import { rateLimitPlugin } from "./plugins/rate-limit.ts";
+import { TokenMeter } from "./plugins/token-meter.ts";
 import { openStore } from "./store/store.ts";
 import { UsageRecorder } from "./store/usage-recorder.ts";
 import { registerOpenApi } from "./features/openapi/openapi-document.ts";
@@ -120,7 +121,16 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
       ? await RedisConcurrency.connect(config.redisUrl, { onError: config.redisOnError, onStoreError: () => metrics.storeErrors.inc({ store: "redis" }) })
       : new LocalConcurrency();
   if (concurrency instanceof RedisConcurrency) closers.push(() => concurrency.close());
-  const ctx: AppContext = { config, catalog, usage, streams, metrics, concurrency, onClose: (fn) => closers.push(fn) };
+  const tokens = await TokenMeter.create({
+    config,
+    log: app.log,
+    periodTotals: (accountId, firstDay, lastDay) => store.health.run(() => store.usage.periodTotals(accountId, firstDay, lastDay)),
+    flushUsage: () => usage.flush(),
+    budgetUsed: (accountId, ratio) => metrics.budgetUsed.set({ account: accountId }, ratio),
+    onStoreError: () => metrics.storeErrors.inc({ store: "redis" }),
+  });
+  closers.push(() => tokens.close());
+  const ctx: AppContext = { config, catalog, usage, streams, metrics, concurrency, tokens, onClose: (fn) => closers.push(fn) };
   app.decorate("ctx", ctx);
 
   const routeTable = new RouteTable();

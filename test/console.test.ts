@@ -218,8 +218,8 @@ test("§2.9 issue 33 console: an operator invites a member; the member joins, tu
   assert.equal(await member.getByLabel("Account", { exact: true }).count(), 0, "a member has no account filter");
   const [download] = await Promise.all([member.waitForEvent("download"), member.getByRole("button", { name: "Export CSV" }).click()]);
   const csv = readFileSync((await download.path())!, "utf8").trim().split("\n");
-  assert.equal(csv[0], "day,account_id,key_id,key_prefix,model,requests,prompt_tokens,completion_tokens");
-  assert.match(csv[1]!, new RegExp(`^\\d{4}-\\d{2}-\\d{2},${account.id},${firstId},${first.slice(0, 11)},stories,1,[1-9]\\d*,[1-9]\\d*$`));
+  assert.equal(csv[0], "day,account_id,key_id,key_prefix,model,requests,prompt_tokens,completion_tokens,spend,currency");
+  assert.match(csv[1]!, new RegExp(`^\\d{4}-\\d{2}-\\d{2},${account.id},${firstId},${first.slice(0, 11)},stories,1,[1-9]\\d*,[1-9]\\d*,0\\.000000,USD$`));
   await assertAccessible("usage");
   await shot("member-usage");
 

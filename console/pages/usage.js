@@ -43,8 +43,8 @@ function Chart({ days, values, label }) {
 const csvCell = (value) => (/[",\r\n]/.test(String(value)) ? `"${String(value).replaceAll('"', '""')}"` : String(value));
 
 function toCsv(rows, keyPrefix) {
-  const header = ["day", "account_id", "key_id", "key_prefix", "model", "requests", "prompt_tokens", "completion_tokens"];
-  const lines = rows.map((r) => [r.day, r.accountId, r.keyId, keyPrefix(r.keyId), r.model, r.requests, r.promptTokens, r.completionTokens]);
+  const header = ["day", "account_id", "key_id", "key_prefix", "model", "requests", "prompt_tokens", "completion_tokens", "spend", "currency"];
+  const lines = rows.map((r) => [r.day, r.accountId, r.keyId, keyPrefix(r.keyId), r.model, r.requests, r.promptTokens, r.completionTokens, r.spend, r.currency]);
   return [header, ...lines].map((line) => line.map(csvCell).join(",")).join("\n") + "\n";
 }
 
@@ -102,7 +102,7 @@ export function UsagePage({ account, fixed = false }) {
     ${days.length > 0 && metrics.map(([field, label]) => html`<${Chart} days=${days} values=${sum(field)} label=${label} />`)}
     <table>
       <caption>Usage per day, key and model</caption>
-      <thead><tr><th scope="col">Day</th><th scope="col">Key</th><th scope="col">Model</th><th scope="col">Requests</th><th scope="col">Prompt tokens</th><th scope="col">Completion tokens</th></tr></thead>
-      <tbody>${shown.map((r) => html`<tr><td>${r.day}</td><td>${keyLabel(r.keyId)}</td><td>${r.model}</td><td>${r.requests}</td><td>${r.promptTokens}</td><td>${r.completionTokens}</td></tr>`)}</tbody>
+      <thead><tr><th scope="col">Day</th><th scope="col">Key</th><th scope="col">Model</th><th scope="col">Requests</th><th scope="col">Prompt tokens</th><th scope="col">Completion tokens</th><th scope="col">Spend</th></tr></thead>
+      <tbody>${shown.map((r) => html`<tr><td>${r.day}</td><td>${keyLabel(r.keyId)}</td><td>${r.model}</td><td>${r.requests}</td><td>${r.promptTokens}</td><td>${r.completionTokens}</td><td>${r.spend} ${r.currency}</td></tr>`)}</tbody>
     </table>`;
 }

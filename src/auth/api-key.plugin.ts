@@ -122,7 +122,10 @@ export const authPlugin = fp(
         unknownKeys.add(hash, now);
         return null;
       }
-      const plan = config.plans.get(found.account.plan);
+      const configured = config.plans.get(found.account.plan);
+      // Issue 32: an account's own budget (CLI, admin API, console) stands in for its plan's.
+      const override = found.account.budget;
+      const plan = configured && override ? { ...configured, budget: { amountMicro: override.amountMicros, period: override.period } } : configured;
       if (!plan) {
         app.log.error({ account: found.account.id, plan: found.account.plan }, "account's plan is not in the config");
         throw new AppError("internal_error", { message: "The account's plan is not configured on this server." });

@@ -1,11 +1,18 @@
 import { CliError, type CliContext, type Command, type CommandResult } from "./command.ts";
-import { createAccount, listAccounts, updateAccount, type AccountView } from "../keys/lifecycle.ts";
+import { createAccount, findAccount, listAccounts, updateAccount, type AccountInput, type AccountView } from "../keys/lifecycle.ts";
+import { describeMeterStatus, meterStatus } from "../keys/meter-status.ts";
 import { cliAudit, list, options, str, table, usageError, withStore } from "./store-support.ts";
 
 const usage = `usage:
   modelgate accounts create NAME [--plan P] [--allow-ip CIDR,...] [--contact EMAIL,...] [--on-behalf-of EMAIL] [--json]
-  modelgate accounts update NAME|ID [--plan P] [--allow-ip CIDR,...|--clear-allow-ip] [--contact EMAIL,...] [--rename NEW] [--on-behalf-of EMAIL] [--json]
+  modelgate accounts update NAME|ID [--plan P] [--allow-ip CIDR,...|--clear-allow-ip] [--contact EMAIL,...] [--rename NEW]
+                            [--budget AMOUNT --budget-period day|month|--clear-budget] [--on-behalf-of EMAIL] [--json]
   modelgate accounts list [--json]
+  modelgate accounts show NAME|ID [--json]
+
+accounts update --budget AMOUNT --budget-period day|month sets the account's own budget (in the config's
+currency, overriding its plan's); --clear-budget goes back to the plan's. accounts show prints the account with
+its token limits, quota and budget and what is left of them (from the recorded usage).
 
 --on-behalf-of EMAIL: the change is made at the request of this registered contact of the account (support); it
 goes into the audit log, and an address the account has not registered is refused.
@@ -14,7 +21,8 @@ example:
   modelgate accounts create acme --plan default --allow-ip 10.0.0.0/8`;
 
 function shape(a: AccountView) {
-  return { id: a.id, name: a.name, plan: a.plan, allowIps: a.allowIps };
+  // The account's own budget only when it has one (issue 32): the documented shape is otherwise unchanged.
+  return { id: a.id, name: a.name, plan: a.plan, allowIps: a.allowIps, ...(a.budget ? { budget: a.budget } : {}) };
 }
 
 function describe(a: AccountView): string {
@@ -24,7 +32,7 @@ function describe(a: AccountView): string {
 
 export const accountsCommand: Command = {
   name: "accounts",
-  summary: "Create, update and list accounts",
+  summary: "Create, update, show and list accounts",
   usage,
   async run(args: string[], ctx: CliContext): Promise<CommandResult> {
     const [sub, ...rest] = args;
@@ -40,15 +48,31 @@ export const accountsCommand: Command = {
       case "update": {
         const { options: o, positionals } = options(
           rest,
-          { plan: "string", "allow-ip": "string", "clear-allow-ip": "boolean", contact: "string", rename: "string", "on-behalf-of": "string" },
+          { plan: "string", "allow-ip": "string", "clear-allow-ip": "boolean", contact: "string", rename: "string", budget: "string", "budget-period": "string", "clear-budget": "boolean", "on-behalf-of": "string" },
           usage,
         );
         if (positionals.length !== 1) throw new CliError("invalid_argument", `accounts update needs exactly one NAME or ID\n${usage}`);
         const allowIps = o["clear-allow-ip"] ? [] : list(o["allow-ip"]);
+        let budget: AccountInput["budget"];
+        if (o["clear-budget"]) budget = null;
+        else if (str(o.budget) !== undefined) {
+          const period = str(o["budget-period"]) ?? "month";
+          if (period !== "day" && period !== "month") throw new CliError("invalid_argument", `--budget-period is day or month\n${usage}`);
+          budget = { amount: str(o.budget)!, period };
+        }
         const account = await withStore(ctx, (store) =>
-          updateAccount(store, ctx.config, positionals[0], { plan: str(o.plan), allowIps, contacts: list(o.contact), name: str(o.rename) }, cliAudit(o)),
+          updateAccount(store, ctx.config, positionals[0], { plan: str(o.plan), allowIps, contacts: list(o.contact), name: str(o.rename), budget }, cliAudit(o)),
         );
         return { json: shape(account), text: `updated ${describe(account)}` };
+      }
+      case "show": {
+        const { positionals } = options(rest, {}, usage);
+        if (positionals.length !== 1) throw new CliError("invalid_argument", `accounts show needs exactly one NAME or ID\n${usage}`);
+        const { account, status } = await withStore(ctx, async (store) => {
+          const account = await findAccount(store, positionals[0]);
+          return { account, status: await meterStatus(store, ctx.config, account) };
+        });
+        return { json: { ...account, limits: status }, text: [describe(account), ...describeMeterStatus(status)].join("\n") };
       }
       case "list": {
         const { positionals } = options(rest, {}, usage);

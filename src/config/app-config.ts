@@ -19,6 +19,24 @@ export interface Plan {
   maxConcurrent: number | null;
   /** Requests of all of an account's keys running or queued at once; null = unlimited. */
   maxConcurrentPerAccount: number | null;
+  /** Tokens per window for each key, and for all the account's keys together; null: not metered (issue 32). */
+  tokenLimit: TokenLimit | null;
+  accountTokenLimit: TokenLimit | null;
+  /** Tokens per UTC day or month for the account. */
+  quota: { tokens: number; period: "day" | "month" } | null;
+  /** Spend per UTC day or month for the account, in micro-units of the config's currency (an account may override it). */
+  budget: Budget | null;
+}
+
+export interface TokenLimit {
+  tokens: number;
+  windowMs: number;
+}
+
+/** A spending budget: `amountMicro` micro-units of the currency per UTC `period`. */
+export interface Budget {
+  amountMicro: number;
+  period: "day" | "month";
 }
 
 export interface InputLimits {
@@ -67,6 +85,8 @@ export interface ModelEntry {
   dtype: string | null;
   defaults: { temperature?: number; topP?: number };
   maxInputTokens: number | null;
+  /** Prices in micro-units of the config's currency per million tokens; null: not priced (spend 0). */
+  pricing: { input: number; output: number } | null;
   /** Bounds on inputs that cost model time (see `defaultInputLimits`). */
   limits: InputLimits;
   /** The engine's own fields, validated (and defaulted) by the schema its kind declares. */
@@ -138,6 +158,8 @@ export interface AppConfig {
   adminTokenFailureLimit: { requests: number; windowMs: number };
   console: ConsoleSettings;
   defaultPlan: string;
+  /** The currency of prices and budgets (ISO 4217 code, default USD). */
+  currency: string;
   /** By name; a Map, so a name like `constructor` is just an unknown plan. */
   plans: ReadonlyMap<string, Plan>;
   models: ModelEntry[];

@@ -29,6 +29,19 @@ export const RateLimitConfig = Type.Object(
 );
 export type RateLimitConfig = Static<typeof RateLimitConfig>;
 
+/** Tokens (prompt plus completion) per window, reserved at admission and settled to the actual usage (issue 32). */
+export const TokenLimitConfig = Type.Object(
+  { tokens: Type.Integer({ minimum: 1 }), window: Duration },
+  { additionalProperties: false },
+);
+
+/** A UTC calendar period: a quota or budget resets at 00:00 UTC each day, or on the 1st of each month. */
+export const MeterPeriod = Type.Union([Type.Literal("day"), Type.Literal("month")]);
+export type MeterPeriod = Static<typeof MeterPeriod>;
+
+/** An amount of money, as a number or a decimal string, with at most 6 decimals (micro-units): 12.5, "0.000150". */
+export const Money = Type.Union([Type.Number({ minimum: 0 }), Type.String({ pattern: "^[0-9]+(\\.[0-9]{1,6})?$" })]);
+
 /** The per-address limiter of requests without a usable key; IPv6 clients are counted by network (`ipv6Prefix`). */
 export const AnonymousRateLimitConfig = Type.Object(
   { ...RateLimitConfig.properties, ipv6Prefix: Type.Optional(Type.Integer({ minimum: 1, maximum: 128, description: "IPv6 addresses sharing this prefix share one bucket (default 64)" })) },
@@ -90,6 +103,14 @@ export const PlanConfig = Type.Object(
     maxConcurrent: Type.Optional(Type.Integer({ minimum: 1 })),
     /** The same for all the account's keys together (default unlimited). */
     maxConcurrentPerAccount: Type.Optional(Type.Integer({ minimum: 1 })),
+    /** Tokens per window for each key (issue 32). */
+    tokenLimit: Type.Optional(TokenLimitConfig),
+    /** Tokens per window for all the account's keys together (default: none). */
+    accountTokenLimit: Type.Optional(TokenLimitConfig),
+    /** Tokens per UTC day or month for the account, rebuilt from the usage table (a restart or a Redis flush keeps it). */
+    quota: Type.Optional(Type.Object({ tokens: Type.Integer({ minimum: 1 }), period: MeterPeriod }, { additionalProperties: false })),
+    /** Spend per UTC day or month for the account, in the config's `currency` (models' `pricing`); overridable per account. */
+    budget: Type.Optional(Type.Object({ amount: Money, period: MeterPeriod }, { additionalProperties: false })),
   },
   { additionalProperties: false },
 );
@@ -126,6 +147,8 @@ export const modelBaseProperties = {
       { additionalProperties: false },
     ),
   ),
+  /** Prices per million tokens, in the config's `currency` (at most 6 decimals): spend, budgets. */
+  pricing: Type.Optional(Type.Object({ input: Money, output: Money }, { additionalProperties: false })),
   /** Longest embedding/rerank input in tokens; defaults to the model's own limit. */
   maxInputTokens: Type.Optional(Type.Integer({ minimum: 1 })),
   /** Bounds on request inputs that cost model time; over one, the request is a 400 naming the parameter. */
@@ -241,6 +264,8 @@ export const Config = Type.Object(
     /** Failed admin-token attempts allowed from all addresses together; past it every attempt is 429 until the window ends. */
     adminTokenFailureLimit: Type.Optional(RateLimitConfig),
     defaultPlan: Type.Optional(Type.String()),
+    /** The currency of models' `pricing` and plans' `budget` (default USD); a label, never converted. */
+    currency: Type.Optional(Type.String({ pattern: "^[A-Z]{3}$" })),
     plans: Type.Optional(Type.Record(Type.String(), PlanConfig)),
     models: Type.Optional(Type.Array(ModelConfig)),
     /** `auto` pulls missing hub models at start. */

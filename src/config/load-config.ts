@@ -6,6 +6,7 @@ import { Config, allEndpoints, modelBaseProperties, type ConfigInput, type Model
 import type { AppConfig, ConsoleSettings, InputLimits, ModelEntry, Plan } from "./app-config.ts";
 import type { EngineKinds } from "./engine-kinds.ts";
 import { parseDuration } from "./duration.ts";
+import { parseMoney } from "./money.ts";
 import { isHubRef, localPathForHubRef, parseHubRef } from "./hub-ref.ts";
 import { defaultCatalog } from "./default-catalog.ts";
 import { parseCidr } from "./cidr.ts";
@@ -74,6 +75,10 @@ const builtInDefaultPlan: Plan = {
   priority: "interactive",
   maxConcurrent: null,
   maxConcurrentPerAccount: null,
+  tokenLimit: null,
+  accountTokenLimit: null,
+  quota: null,
+  budget: null,
 };
 
 function parseText(text: string, file: string): unknown {
@@ -142,7 +147,19 @@ function resolvePlan(name: string, plan: PlanConfig): Plan {
     priority: plan.priority ?? "interactive",
     maxConcurrent: plan.maxConcurrent ?? null,
     maxConcurrentPerAccount: plan.maxConcurrentPerAccount ?? null,
+    tokenLimit: plan.tokenLimit ? { tokens: plan.tokenLimit.tokens, windowMs: parseDuration(plan.tokenLimit.window) } : null,
+    accountTokenLimit: plan.accountTokenLimit ? { tokens: plan.accountTokenLimit.tokens, windowMs: parseDuration(plan.accountTokenLimit.window) } : null,
+    quota: plan.quota ? { tokens: plan.quota.tokens, period: plan.quota.period } : null,
+    budget: plan.budget ? { amountMicro: configMoney(plan.budget.amount, `plans.${name}.budget.amount`), period: plan.budget.period } : null,
   };
+}
+
+function configMoney(value: number | string, where: string): number {
+  try {
+    return parseMoney(value, where);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
 }
 
 export interface ModelContext {
@@ -186,6 +203,9 @@ export function resolveModel(model: ModelConfigInput, ctx: ModelContext): ModelE
     dtype: model.dtype ?? null,
     defaults: model.defaults ?? {},
     maxInputTokens: model.maxInputTokens ?? null,
+    pricing: model.pricing
+      ? { input: configMoney(model.pricing.input, `${file}: models[${index}].pricing.input`), output: configMoney(model.pricing.output, `${file}: models[${index}].pricing.output`) }
+      : null,
     limits: { ...defaultInputLimits, ...model.limits },
     options,
   };
@@ -283,6 +303,7 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
       : { requests: 1000, windowMs: 60_000 },
     console: consoleSettings(input.console, configDir),
     defaultPlan,
+    currency: input.currency ?? "USD",
     plans,
     models: modelConfigs.map((m, index) => resolveModel(m, { configDir, dataDir, serverTimeoutMs: requestTimeoutMs, engines, file: file ?? "config", index })),
     pull: input.pull ?? "never",

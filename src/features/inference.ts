@@ -1,4 +1,4 @@
-import type { AppContext } from "../app-context.ts";
+import type { AppContext, TokenAmount, TokenReservation } from "../app-context.ts";
 import { assertGranted } from "../auth/key-grants.ts";
 import type { Endpoint } from "../config/config.schema.ts";
 import { checkCapabilities, checkInputLimits, portOf, type LimitedInput } from "../engines/capabilities.ts";
@@ -24,6 +24,11 @@ export interface Inference<E extends EndpointCapability, P, R> {
   promptTokens?(prepared: P): number;
   /** The work; it may charge completion tokens to `lease` as they are generated (the rest is charged from `usage`). */
   run(port: EndpointPorts[E], prepared: P, signal: AbortSignal, lease: Lease): Promise<R>;
+  /**
+   * What the token meter reserves at admission (issue 32); by default the prepared request's `promptTokens` (an
+   * estimate from the input when the engine counted none) and its completion cap `maxTokens` (0 when it has none).
+   */
+  reservation?(prepared: P): TokenAmount;
   /** The tokens to record for the key, or null to record nothing. */
   usage(result: R): { promptTokens: number; completionTokens: number } | null;
 }
@@ -47,6 +52,9 @@ export async function runInference<E extends EndpointCapability, P, R>(ctx: AppC
       waiting?.end();
       waiting = null;
     };
+    // Issue 32: reserved between prepare and admit, settled after the run in every case (to the usage recorded, or 0).
+    let reservation: TokenReservation | null = null;
+    let used: TokenAmount | null = null;
     let result: R;
     // Fair share: the tokens charged to the account so far, and the lease to charge the rest of its usage to.
     let charged = 0;
@@ -63,6 +71,8 @@ export async function runInference<E extends EndpointCapability, P, R>(ctx: AppC
         prepare: (engine, prepareSignal) =>
           inSpan("prepare", {}, async () => {
             const prepared = await spec.prepare(portOf(engine, spec.port), prepareSignal);
+            const amount = spec.reservation ? spec.reservation(prepared) : defaultReservation(prepared, spec.input, runner.entry.contextSize);
+            reservation = await ctx.tokens.reserve(request.auth, spec.model, amount, request.setHeaders);
             waiting = startSpan("queue wait", {}, traceContext);
             return prepared;
           }),
@@ -75,12 +85,16 @@ export async function runInference<E extends EndpointCapability, P, R>(ctx: AppC
           return inSpan("generation", {}, () => spec.run(portOf(engine, spec.port), prepared, signal, metered));
         },
       });
+      used = spec.usage(result);
     } finally {
       releaseConcurrency();
       endWait();
+      // Not awaited: the answer does not wait for it, and a late settle only gives tokens back (never over-admits);
+      // Redis runs this node's commands in order, so its next request sees it.
+      void settle(reservation, used, request);
       if (signal.aborted && isClientDisconnect(signal.reason)) request.log.debug({ model: spec.model }, "client disconnected; the request was stopped");
     }
-    const usage = spec.usage(result);
+    const usage = used;
     if (usage) (held as Lease | null)?.charge(usage.promptTokens + usage.completionTokens - charged);
     if (usage) {
       span.setAttributes({ "gen_ai.usage.input_tokens": usage.promptTokens, "gen_ai.usage.output_tokens": usage.completionTokens });
@@ -90,6 +104,56 @@ export async function runInference<E extends EndpointCapability, P, R>(ctx: AppC
     }
     return result;
   }, SpanKind.SERVER, incomingContext(request.headers));
+}
+
+/** A settle that fails (the shared store down) is logged, never the request's error. */
+async function settle(reservation: TokenReservation | null, used: TokenAmount | null, request: RequestContext): Promise<void> {
+  if (!reservation) return;
+  try {
+    await reservation.settle(used);
+  } catch (err) {
+    request.log.warn({ err }, "could not settle the token reservation");
+  }
+}
+
+/** Tokens an engine's reservation stands in for when it could not count a prompt: about four characters a token. */
+const charsPerToken = 4;
+/** The completion cap reserved when nothing bounds a completion (an upstream without a window, no max_tokens or plan cap). */
+const unboundedCompletionTokens = 4096;
+
+/**
+ * The default reservation: the prepared request's prompt tokens (counted by the model's own tokenizer, or the
+ * upstream's `tokenize` setting; an estimate of a token per 4 characters when it counted none) and its completion
+ * cap (`maxTokens`: max_tokens, else the plan's maxOutputTokens, else what the context window leaves; the model's
+ * contextSize, else 4096, when nothing bounds it).
+ */
+function defaultReservation(prepared: unknown, input: LimitedInput, contextSize: number | null): TokenAmount {
+  const p = (prepared ?? {}) as { promptTokens?: number; maxTokens?: number };
+  const promptTokens = p.promptTokens && p.promptTokens > 0 ? p.promptTokens : estimateTokens(input);
+  let completionTokens = p.maxTokens ?? 0;
+  if (completionTokens >= Number.MAX_SAFE_INTEGER) completionTokens = contextSize ?? unboundedCompletionTokens;
+  return { promptTokens, completionTokens };
+}
+
+function estimateTokens(input: LimitedInput): number {
+  let chars = 0;
+  switch (input.kind) {
+    case "chat":
+      for (const m of input.req.messages) {
+        if (typeof m.content === "string") chars += m.content.length;
+        else for (const part of m.content ?? []) if (part.type === "text") chars += part.text.length;
+      }
+      break;
+    case "embeddings":
+      for (const text of input.inputs) chars += text.length;
+      break;
+    case "rerank":
+      chars += input.query.length * input.documents.length + input.documents.reduce((n, d) => n + d.length, 0);
+      break;
+    case "transcriptions":
+      return 0;
+  }
+  return Math.ceil(chars / charsPerToken);
 }
 
 /** `gen_ai.operation.name` per endpoint: the GenAI conventions' names where they have one. */

@@ -29,6 +29,11 @@ export interface RequestContext {
   headers: Record<string, string | string[] | undefined>;
   /** The scheduling class; when set it overrides the plan's `priority` (the batch runner sets "batch"). */
   priority?: Priority;
+  /**
+   * Puts rate-limit headers on the answer (the token meter's `x-ratelimit-*-tokens`), while it is not yet sent; a
+   * caller that is not an HTTP request (a batch line) leaves it out.
+   */
+  setHeaders?(headers: Record<string, string>): void;
 }
 
 /** The context of an authenticated /v1 request (the auth hook has run). */
@@ -43,5 +48,8 @@ export function requestContext(request: FastifyRequest, reply: FastifyReply): Re
     elapsedMs: () => reply.elapsedTime,
     outcome: request.outcome,
     headers: request.headers,
+    setHeaders: (headers) => {
+      if (!reply.sent && !reply.raw.headersSent) reply.headers(headers);
+    },
   };
 }

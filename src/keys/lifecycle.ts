@@ -1,6 +1,7 @@
 import { allEndpoints, type Endpoint } from "../config/config.schema.ts";
 import type { AppConfig } from "../config/app-config.ts";
-import type { Account } from "../store/accounts.repo.ts";
+import type { Account, AccountBudget } from "../store/accounts.repo.ts";
+import { parseMoney } from "../config/money.ts";
 import type { ApiKeyRecord } from "../store/keys.repo.ts";
 import type { AuditActor, AuditEntry } from "../store/audit.repo.ts";
 import type { Store, StoreTransaction } from "../store/store.ts";
@@ -52,6 +53,8 @@ export interface AccountInput {
   plan?: string;
   allowIps?: string[];
   contacts?: string[];
+  /** The account's own budget (issue 32), overriding its plan's; null goes back to the plan's. */
+  budget?: { amount: number | string; period: "day" | "month" } | null;
 }
 
 export interface KeyInput {
@@ -126,7 +129,7 @@ function fieldChanges<T extends object>(before: T | null, after: T, fields: (key
   return changes;
 }
 
-const accountFields = ["name", "plan", "allowIps", "contacts"] as const satisfies (keyof Account)[];
+const accountFields = ["name", "plan", "allowIps", "contacts", "budget"] as const satisfies (keyof Account)[];
 const keyFields = ["name", "models", "endpoints", "deployment"] as const satisfies (keyof CreatedKey)[];
 
 const namePattern = /^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/;
@@ -178,6 +181,16 @@ function checkContacts(contacts: string[]): string[] {
   return cleaned;
 }
 
+function checkBudget(budget: NonNullable<AccountInput["budget"]> | null): AccountBudget | null {
+  if (budget === null) return null;
+  if (budget.period !== "day" && budget.period !== "month") throw new LifecycleError("invalid_parameter", "budget.period", `budget period "${String(budget.period)}" is not day or month`);
+  try {
+    return { amountMicros: parseMoney(budget.amount, "budget.amount"), period: budget.period };
+  } catch (err) {
+    throw new LifecycleError("invalid_parameter", "budget.amount", (err as Error).message);
+  }
+}
+
 export async function findAccount(store: Store, idOrName: string): Promise<Account> {
   const account = await store.accounts.find(idOrName);
   if (!account) throw new LifecycleError("not_found", "account", `no account "${idOrName}"`);
@@ -195,7 +208,8 @@ export async function createAccount(store: Store, config: AppConfig, input: Acco
   const contacts = checkContacts(input.contacts ?? []);
   if (await store.accounts.find(name)) throw new LifecycleError("invalid_parameter", "name", `account "${name}" already exists`);
   const asked = onBehalfOf(by, { name, contacts });
-  const detail = (a: Account) => ({ name: a.name, plan: a.plan, changes: fieldChanges(null, a, [...accountFields]) });
+  // An account is created without its own budget: that field is recorded when an update sets it.
+  const detail = (a: Account) => ({ name: a.name, plan: a.plan, changes: fieldChanges(null, a, accountFields.filter((f) => f !== "budget")) });
   return audited(store, by, { action: "account.create", onBehalfOf: asked, accountId: (a) => a.id, detail }, (tx) =>
     tx.accounts.insert({ id: newId("acct"), name, plan, allowIps, contacts, createdAt: now() }),
   );
@@ -208,6 +222,7 @@ export async function updateAccount(store: Store, config: AppConfig, idOrName: s
   checkPlan(config, plan);
   const allowIps = checkAllowIps(config, plan, input.allowIps ?? account.allowIps);
   const contacts = input.contacts === undefined ? undefined : checkContacts(input.contacts);
+  const budget = input.budget === undefined ? undefined : checkBudget(input.budget);
   let name: string | undefined;
   if (input.name !== undefined && input.name !== account.name) {
     name = input.name.trim();
@@ -219,7 +234,7 @@ export async function updateAccount(store: Store, config: AppConfig, idOrName: s
     return { changed: Object.keys(changes), changes };
   };
   return audited(store, by, { action: "account.update", onBehalfOf: asked, accountId: () => account.id, detail }, async (tx) => {
-    await tx.accounts.update(account.id, { name, plan, allowIps, contacts });
+    await tx.accounts.update(account.id, { name, plan, allowIps, contacts, budget });
     return (await tx.accounts.find(account.id))!;
   });
 }

@@ -43,6 +43,8 @@ export class Metrics {
   readonly anonymousLimit: Counter<"outcome">;
   readonly tooLarge: Counter<"endpoint">;
   readonly storeErrors: Counter<"store">;
+  /** Issue 32: the share of each account's budget used in its current period (1 = spent), set at each reservation. */
+  readonly budgetUsed: Gauge<"account">;
   readonly upstreamLatency: Histogram<"model" | "upstream">;
   readonly upstreamFailures: Counter<"model" | "upstream">;
 
@@ -72,6 +74,7 @@ export class Metrics {
     this.rateLimit = new Counter({ name: "modelgate_rate_limit_decisions_total", help: "Rate-limit decisions for keys, by plan and outcome (allowed, limited)", labelNames: ["plan", "outcome"], registers });
     this.anonymousLimit = new Counter({ name: "modelgate_anonymous_limit_decisions_total", help: "Anonymous-limiter decisions (requests without a valid key), by outcome", labelNames: ["outcome"], registers });
     this.tooLarge = new Counter({ name: "modelgate_request_too_large_total", help: "Requests refused with 413", labelNames: ["endpoint"], registers });
+    this.budgetUsed = new Gauge({ name: "modelgate_budget_used_ratio", help: "Share of the account's budget used in its current period (accounts with a budget)", labelNames: ["account"], registers });
     this.storeErrors = new Counter({ name: "modelgate_store_errors_total", help: "Failed calls to the shared stores (database, redis)", labelNames: ["store"], registers });
     this.upstreamLatency = new Histogram({
       name: "modelgate_upstream_latency_seconds",

@@ -127,14 +127,22 @@ export const rateLimitPlugin = fp(
         if (!auth) return;
         const { rateLimit, accountRateLimit } = auth.plan;
         const account = `acct:${auth.accountId}`;
-        await count(
-          reply,
-          [
-            { bucket: `k:${auth.keyId}`, limit: rateLimit.requests, windowMs: rateLimit.windowMs },
-            { bucket: account, limit: accountRateLimit.requests, windowMs: accountRateLimit.windowMs },
-          ],
-          (c) => (c.bucket === account ? " for this account" : " for this key"),
-        );
+        // The key's token windows (issue 32), read alongside the request count: every /v1 answer carries their
+        // headers, errors included; a store that cannot answer leaves them out (the reservation decides).
+        const tokenHeaders = app.ctx.tokens.headers(auth).catch(() => null);
+        try {
+          await count(
+            reply,
+            [
+              { bucket: `k:${auth.keyId}`, limit: rateLimit.requests, windowMs: rateLimit.windowMs },
+              { bucket: account, limit: accountRateLimit.requests, windowMs: accountRateLimit.windowMs },
+            ],
+            (c) => (c.bucket === account ? " for this account" : " for this key"),
+          );
+        } finally {
+          const headers = await tokenHeaders;
+          if (headers) reply.headers(headers);
+        }
       },
       async signInAttempt(request, reply, email) {
         const address = anonymousHit(request.clientIp);

@@ -8,6 +8,14 @@ export interface Account {
   allowIps: string[];
   contacts: string[];
   createdAt: string;
+  /** The account's own budget, overriding its plan's (issue 32); null: the plan's. */
+  budget?: AccountBudget | null;
+}
+
+/** A budget in micro-units of the config's currency per UTC day or month. */
+export interface AccountBudget {
+  amountMicros: number;
+  period: "day" | "month";
 }
 
 type Row = Database["accounts"];
@@ -20,6 +28,7 @@ export function toAccount(row: Row): Account {
     allowIps: JSON.parse(row.allow_ips) as string[],
     contacts: JSON.parse(row.contacts) as string[],
     createdAt: row.created_at,
+    budget: row.budget ? (JSON.parse(row.budget) as AccountBudget) : null,
   };
 }
 
@@ -36,6 +45,7 @@ export class AccountsRepo {
         allow_ips: JSON.stringify(account.allowIps),
         contacts: JSON.stringify(account.contacts),
         created_at: account.createdAt,
+        budget: account.budget ? JSON.stringify(account.budget) : null,
       })
       .execute();
     return account;
@@ -60,12 +70,13 @@ export class AccountsRepo {
     return rows.map(toAccount);
   }
 
-  async update(id: string, changes: { plan?: string; allowIps?: string[]; contacts?: string[]; name?: string }): Promise<void> {
+  async update(id: string, changes: { plan?: string; allowIps?: string[]; contacts?: string[]; name?: string; budget?: AccountBudget | null }): Promise<void> {
     const values: Partial<Row> = {};
     if (changes.name !== undefined) values.name = changes.name;
     if (changes.plan !== undefined) values.plan = changes.plan;
     if (changes.allowIps !== undefined) values.allow_ips = JSON.stringify(changes.allowIps);
     if (changes.contacts !== undefined) values.contacts = JSON.stringify(changes.contacts);
+    if (changes.budget !== undefined) values.budget = changes.budget ? JSON.stringify(changes.budget) : null;
     if (Object.keys(values).length === 0) return;
     await this.db.updateTable("accounts").set(values).where("id", "=", id).execute();
   }

@@ -102,6 +102,7 @@ export class KeysRepo {
         "accounts.allow_ips as account_allow_ips",
         "accounts.contacts as account_contacts",
         "accounts.created_at as account_created_at",
+        "accounts.budget as account_budget",
       ])
       .where("api_keys.hash", "=", hash)
       .executeTakeFirst();
@@ -115,6 +116,7 @@ export class KeysRepo {
         allow_ips: row.account_allow_ips,
         contacts: row.account_contacts,
         created_at: row.account_created_at,
+        budget: row.account_budget,
       }),
     };
   }

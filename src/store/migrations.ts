@@ -196,6 +196,15 @@ const migrations: Record<string, Migration> = {
       throw new Error("the audit log is append-only: no down migration");
     },
   },
+  "0008_account_budget": {
+    async up(db: Kysely<any>) {
+      // Issue 32: an account's own budget (JSON {amountMicros, period}), or null for its plan's.
+      await db.schema.alterTable("accounts").addColumn("budget", "text").execute();
+    },
+    async down(db: Kysely<any>) {
+      await db.schema.alterTable("accounts").dropColumn("budget").execute();
+    },
+  },
 };
 
 /** Gives the entries written before 0004 their place in the chain; the append-only triggers are lifted meanwhile. */

@@ -10,6 +10,8 @@ export interface AccountsTable {
   /** JSON array of contact addresses registered on the account. */
   contacts: string;
   created_at: string;
+  /** JSON {amountMicros, period}: the account's own budget (issue 32); null = its plan's. */
+  budget: string | null;
 }
 
 export interface KeysTable {

@@ -145,4 +145,17 @@ export class UsageRepo {
       completionTokens: Number(r.completion_tokens),
     }));
   }
+
+  /** An account's tokens per model between two days (inclusive, YYYY-MM-DD): a quota's or budget's period. */
+  async periodTotals(accountId: string, firstDay: string, lastDay: string): Promise<{ model: string; promptTokens: number; completionTokens: number }[]> {
+    const rows = await this.db
+      .selectFrom("usage")
+      .select((eb) => ["usage.model", eb.fn.sum<number | string>("usage.prompt_tokens").as("prompt_tokens"), eb.fn.sum<number | string>("usage.completion_tokens").as("completion_tokens")])
+      .where("usage.account_id", "=", accountId)
+      .where("usage.day", ">=", firstDay)
+      .where("usage.day", "<=", lastDay)
+      .groupBy("usage.model")
+      .execute();
+    return rows.map((r) => ({ model: r.model, promptTokens: Number(r.prompt_tokens), completionTokens: Number(r.completion_tokens) }));
+  }
 }

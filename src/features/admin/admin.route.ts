@@ -4,6 +4,7 @@ import { errorResponses } from "../../errors/error.schema.ts";
 import { ownAccount, principal, reaches } from "../../auth/access.ts";
 import { actorOf } from "../../auth/principal.ts";
 import { run } from "./run.ts";
+import { spendOf } from "../../config/money.ts";
 import {
   createAccount,
   createKey,
@@ -57,6 +58,8 @@ const tags = ["admin"];
  */
 export default async function adminRoutes(app: FastifyInstance): Promise<void> {
   const store = () => app.keyStore;
+  /** Issue 32: each usage line's spend, exact in micro-units. */
+  const withSpend = <T extends { model: string; promptTokens: number; completionTokens: number }>(rows: T[]) => rows.map((r) => ({ ...r, ...spendOf(app.ctx.config, r) }));
   // The unknown-key cache can only hold values sent before their key existed; cleared anyway, so a new key never waits.
   const keyCreated = () => app.apiKeys.keyCreated();
 
@@ -168,13 +171,13 @@ export default async function adminRoutes(app: FastifyInstance): Promise<void> {
   app.get<{ Querystring: AccountQuery }>(
     "/usage",
     { config: { access: "read" }, schema: { operationId: "getUsage", tags, querystring: AccountQuery, response: { 200: Type.Ref(UsageList), ...adminErrors } } },
-    async (request) => run(async () => ({ object: "list" as const, data: await store().usage.summary(await listedAccount(request, request.query.account)) })),
+    async (request) => run(async () => ({ object: "list" as const, data: withSpend(await store().usage.summary(await listedAccount(request, request.query.account))) })),
   );
 
   app.get<{ Querystring: AccountQuery }>(
     "/usage/daily",
     { config: { access: "read" }, schema: { operationId: "getDailyUsage", tags, querystring: AccountQuery, response: { 200: Type.Ref(DailyUsageList), ...adminErrors } } },
-    async (request) => run(async () => ({ object: "list" as const, data: await store().usage.daily(await listedAccount(request, request.query.account)) })),
+    async (request) => run(async () => ({ object: "list" as const, data: withSpend(await store().usage.daily(await listedAccount(request, request.query.account))) })),
   );
 
   app.get<{ Querystring: AuditQuery }>(

@@ -17,12 +17,25 @@ export const CreateAccountBody = Type.Object(
 );
 export type CreateAccountBody = Static<typeof CreateAccountBody>;
 
+/** Issue 32: an account's own budget, overriding its plan's; null goes back to the plan's. */
+const BudgetBody = Type.Union([
+  Type.Object(
+    {
+      amount: Type.Union([Type.Number({ minimum: 0 }), Type.String({ pattern: "^[0-9]+(\\.[0-9]{1,6})?$" })], { description: "In the config's currency, at most 6 decimals: 50, \"12.5\"" }),
+      period: Type.Union([Type.Literal("day"), Type.Literal("month")], { description: "UTC calendar day or month" }),
+    },
+    { additionalProperties: false },
+  ),
+  Type.Null(),
+]);
+
 export const UpdateAccountBody = Type.Object(
   {
     name: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
     plan: Type.Optional(Type.String({ minLength: 1 })),
     allowIps: Type.Optional(Type.Array(Type.String())),
     contacts: Type.Optional(Type.Array(Type.String())),
+    budget: Type.Optional(BudgetBody),
   },
   { additionalProperties: false },
 );
@@ -67,6 +80,15 @@ export const AccountSchema = Type.Object(
     allowIps: Type.Array(Type.String(), { description: "CIDRs; empty = any address" }),
     contacts: Type.Array(Type.String(), { description: "Registered contact addresses" }),
     createdAt: Timestamp,
+    budget: Type.Optional(
+      Type.Union(
+        [
+          Type.Object({ amountMicros: Type.Integer({ description: "Micro-units of the config's currency (1 = 0.000001)" }), period: Type.Union([Type.Literal("day"), Type.Literal("month")]) }),
+          Type.Null(),
+        ],
+        { description: "The account's own budget, overriding its plan's (issue 32); null: the plan's" },
+      ),
+    ),
   },
   { $id: "Account" },
 );
@@ -121,6 +143,9 @@ export const UsageList = Type.Object(
         requests: Type.Integer(),
         promptTokens: Type.Integer(),
         completionTokens: Type.Integer(),
+        spendMicros: Type.Integer({ description: "Spend in micro-units of the currency (1 = 0.000001): the line's tokens × its model's pricing per million tokens, rounded half up once; 0 for a model without pricing" }),
+        spend: Type.String({ description: "spendMicros as a decimal with 6 places, e.g. 0.001250" }),
+        currency: Type.String({ description: "The config's currency (default USD)" }),
       }),
     ),
   },
@@ -139,6 +164,9 @@ export const DailyUsageList = Type.Object(
         requests: Type.Integer(),
         promptTokens: Type.Integer(),
         completionTokens: Type.Integer(),
+        spendMicros: Type.Integer({ description: "Spend in micro-units of the currency (1 = 0.000001): the line's tokens × its model's pricing per million tokens, rounded half up once; 0 for a model without pricing" }),
+        spend: Type.String({ description: "spendMicros as a decimal with 6 places, e.g. 0.001250" }),
+        currency: Type.String({ description: "The config's currency (default USD)" }),
       }),
     ),
   },

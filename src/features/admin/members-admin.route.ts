@@ -7,6 +7,7 @@ import { changeRole, findUser, removeUser, userView } from "../../auth/members.t
 import { errorResponses } from "../../errors/error.schema.ts";
 import { AppError } from "../../errors/app-error.ts";
 import { LifecycleError, findAccount, type AuditContext } from "../../keys/lifecycle.ts";
+import { meterStatus } from "../../keys/meter-status.ts";
 import type { User } from "../../auth/principal.ts";
 import { AccountParams } from "./admin.schema.ts";
 import { CreatedLinkSchema, IdParams, InviteBody, PlanLimitsSchema, RoleBody, UserList, UserSchema } from "./members.schema.ts";
@@ -134,6 +135,7 @@ export default async function membersAdminRoutes(app: FastifyInstance): Promise<
         const plan = app.ctx.config.plans.get(account.plan);
         if (!plan) throw new AppError("internal_error", { message: `The account's plan "${account.plan}" is not configured.` });
         const limit = (l: { requests: number; windowMs: number }) => ({ requests: l.requests, windowSeconds: l.windowMs / 1000 });
+        const status = await meterStatus(store(), app.ctx.config, account);
         return {
           name: plan.name,
           rateLimit: limit(plan.rateLimit),
@@ -144,9 +146,10 @@ export default async function membersAdminRoutes(app: FastifyInstance): Promise<
           models: plan.models,
           endpoints: plan.endpoints,
           ipAllowlist: plan.ipAllowlist,
-          // Issue 32 (token limits, quota, budget, spend) fills these in.
-          tokenQuota: null,
-          budget: null,
+          tokenLimit: plan.tokenLimit && { tokens: plan.tokenLimit.tokens, windowSeconds: plan.tokenLimit.windowMs / 1000 },
+          accountTokenLimit: plan.accountTokenLimit && { tokens: plan.accountTokenLimit.tokens, windowSeconds: plan.accountTokenLimit.windowMs / 1000 },
+          tokenQuota: status.quota,
+          budget: status.budget,
         };
       }),
   );

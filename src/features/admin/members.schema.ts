@@ -59,6 +59,8 @@ export const IdParams = Type.Object({ id: Type.String({ maxLength: 128 }) });
 export type IdParams = Static<typeof IdParams>;
 
 const Limit = Type.Object({ requests: Type.Integer(), windowSeconds: Type.Number() });
+const TokenLimit = Type.Object({ tokens: Type.Integer(), windowSeconds: Type.Number() });
+const Period = Type.Union([Type.Literal("day"), Type.Literal("month")]);
 
 export const PlanLimitsSchema = Type.Object(
   {
@@ -71,8 +73,39 @@ export const PlanLimitsSchema = Type.Object(
     models: Type.Array(Type.String(), { description: "Model globs the plan allows" }),
     endpoints: Type.Array(Type.String()),
     ipAllowlist: Type.Boolean(),
-    tokenQuota: Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()], { description: "The plan's token quota and what is used of it (issue 32); null until token limits exist" }),
-    budget: Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()], { description: "The account's budget and spend (issue 32); null until budgets exist" }),
+    tokenLimit: Type.Union([TokenLimit, Type.Null()], { description: "Tokens per window for each key (issue 32)" }),
+    accountTokenLimit: Type.Union([TokenLimit, Type.Null()], { description: "Tokens per window for all the account's keys together" }),
+    tokenQuota: Type.Union(
+      [
+        Type.Object({
+          tokens: Type.Integer(),
+          period: Period,
+          used: Type.Integer({ description: "Recorded in the current UTC period" }),
+          left: Type.Integer(),
+          resetsAt: Type.String({ description: "ISO 8601, 00:00 UTC" }),
+        }),
+        Type.Null(),
+      ],
+      { description: "The plan's token quota and what is used of it (issue 32); null: none" },
+    ),
+    budget: Type.Union(
+      [
+        Type.Object({
+          amount: Type.String({ description: "Decimal, 6 places" }),
+          amountMicros: Type.Integer(),
+          period: Period,
+          spent: Type.String(),
+          spentMicros: Type.Integer(),
+          left: Type.String(),
+          leftMicros: Type.Integer(),
+          currency: Type.String(),
+          resetsAt: Type.String(),
+          source: Type.Union([Type.Literal("plan"), Type.Literal("account")], { description: "account: the account's own budget; plan: its plan's" }),
+        }),
+        Type.Null(),
+      ],
+      { description: "The account's budget and spend (issue 32); null: none" },
+    ),
   },
   { $id: "PlanLimits" },
 );

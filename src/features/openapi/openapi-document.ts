@@ -5,6 +5,34 @@ import { ErrorEnvelope } from "../../errors/error.schema.ts";
 import { securitySchemes } from "../../auth/openapi-security.ts";
 
 /**
+ * The rate-limit headers every /v1 answer carries, errors included (§8; the token ones, issue 32, when the key's
+ * plan has `tokenLimit` or `accountTokenLimit`): the most constraining of the key's and the account's windows.
+ */
+const rateLimitHeaders = {
+  "x-ratelimit-limit-requests": { type: "integer", description: "Requests allowed in the window (the key's or the account's, whichever has fewer left)" },
+  "x-ratelimit-remaining-requests": { type: "integer", description: "Requests left in the window" },
+  "x-ratelimit-reset-requests": { type: "string", description: "Time until the window resets, e.g. 6m0s" },
+  "x-ratelimit-limit-tokens": { type: "integer", description: "Tokens allowed in the window (plans with tokenLimit or accountTokenLimit)" },
+  "x-ratelimit-remaining-tokens": {
+    type: "integer",
+    description: "Tokens left in the window; a request reserves its prompt plus its completion cap at admission and is settled to its usage after",
+  },
+  "x-ratelimit-reset-tokens": { type: "string", description: "Time until the token window resets, e.g. 59s" },
+};
+const retryAfterHeader = { "retry-after": { type: "integer", description: "Seconds to wait: when the window, quota period or budget period resets" } };
+
+/** Each /v1 response documented with the rate-limit headers (and Retry-After on 429 and 503). */
+function withRateLimitHeaders(response: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
+  if (!response) return response;
+  return Object.fromEntries(
+    Object.entries(response).map(([status, schema]) => [
+      status,
+      { ...(schema as object), headers: { ...rateLimitHeaders, ...(status === "429" || status === "503" ? retryAfterHeader : {}) } },
+    ]),
+  );
+}
+
+/**
  * Registers the shared schemas and @fastify/swagger, which builds the OpenAPI 3.1 document from the routes' own
  * TypeBox schemas (request bodies, every response, operationIds, tags, and `security`, which each scope stamps on
  * its routes). `schemas` are the features' shared schemas (features/index.ts): routes refer to them by `$id`,
@@ -40,6 +68,7 @@ export async function registerOpenApi(app: FastifyInstance, schemas: TSchema[]):
       // A multipart form is read part by part, not validated as a body, so it is documented from its own schema.
       if (documented.multipartBody) documented.body = documented.multipartBody;
       delete documented.multipartBody;
+      if (url.startsWith("/v1/")) documented.response = withRateLimitHeaders(documented.response as Record<string, unknown> | undefined);
       return { schema: documented as FastifySchema, url };
     },
   });

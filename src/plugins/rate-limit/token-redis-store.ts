@@ -1,0 +1,196 @@
+import { Redis } from "ioredis";
+import type { AmountHit, AmountResult, AmountSettle, ReserveOutcome, TokenStore } from "./token-store.ts";
+
+/*
+ * The token counters in Redis, shared exactly by replicas: one atomic script reserves in every bucket or in none,
+ * one settles. A bucket is a hash: `u` the amount used, `w` the window's id (its settle must name it).
+ */
+
+/**
+ * KEYS: the buckets. ARGV: per bucket limit, amount, windowMs (0: a seeded period) and the id a new window gets.
+ * Answers {0, missing indexes...} when a seeded bucket is not held, else {1, taken, then per bucket used, pttl,
+ * fits, window id}.
+ */
+const reserveScript = `
+local used, ttls, held, missing = {}, {}, {}, {}
+for i = 1, #KEYS do
+  local window = tonumber(ARGV[4 * i - 1])
+  local ttl = redis.call('PTTL', KEYS[i])
+  if ttl > 0 or ttl == -1 then
+    held[i] = 1
+    used[i] = tonumber(redis.call('HGET', KEYS[i], 'u') or '0')
+  else
+    held[i] = 0
+    used[i] = 0
+    if window == 0 then missing[#missing + 1] = i end
+  end
+  ttls[i] = ttl
+end
+if #missing > 0 then
+  local out = {0}
+  for _, i in ipairs(missing) do out[#out + 1] = i end
+  return out
+end
+local taken = 1
+for i = 1, #KEYS do
+  if used[i] + tonumber(ARGV[4 * i - 2]) > tonumber(ARGV[4 * i - 3]) then taken = 0 end
+end
+local out = {1, taken}
+for i = 1, #KEYS do
+  local limit, amount, window, id = tonumber(ARGV[4 * i - 3]), tonumber(ARGV[4 * i - 2]), tonumber(ARGV[4 * i - 1]), ARGV[4 * i]
+  local fits = 0
+  if used[i] + amount <= limit then fits = 1 end
+  local u, ttl = used[i], ttls[i]
+  if taken == 1 then
+    if held[i] == 0 then
+      redis.call('HSET', KEYS[i], 'u', amount, 'w', id)
+      redis.call('PEXPIRE', KEYS[i], window)
+      u, ttl = amount, window
+    else
+      u = redis.call('HINCRBY', KEYS[i], 'u', amount)
+      id = redis.call('HGET', KEYS[i], 'w') or ''
+    end
+  elseif held[i] == 1 then
+    id = redis.call('HGET', KEYS[i], 'w') or ''
+  else
+    id = ''
+    ttl = window
+  end
+  out[#out + 1] = u
+  out[#out + 1] = ttl
+  out[#out + 1] = fits
+  out[#out + 1] = id
+end
+return out
+`;
+
+/** ARGV: per bucket the delta and the window id it was reserved in; a window that ended or was replaced is left alone. */
+const settleScript = `
+for i = 1, #KEYS do
+  if redis.call('HGET', KEYS[i], 'w') == ARGV[2 * i] then
+    local u = redis.call('HINCRBY', KEYS[i], 'u', tonumber(ARGV[2 * i - 1]))
+    if u < 0 then redis.call('HSET', KEYS[i], 'u', 0) end
+  end
+end
+return 1
+`;
+
+/** Seeds a period's bucket unless another replica did first. ARGV: value, expire-at (epoch ms). */
+const seedScript = `
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'u', ARGV[1], 'w', '')
+  redis.call('PEXPIREAT', KEYS[1], ARGV[2])
+end
+return 1
+`;
+
+type Script = (...args: (string | number)[]) => Promise<(number | string)[]>;
+
+const commandTimeoutMs = 2000;
+
+const keyOf = (bucket: string) => `modelgate:tok:${bucket}`;
+
+/** A seeded period's bucket outlives the period by this much, so settles of requests that straddle its end land. */
+const periodGraceMs = 3_600_000;
+
+let windowIds = 0;
+const newWindowId = () => `${process.pid.toString(36)}.${Date.now().toString(36)}.${(++windowIds).toString(36)}`;
+
+export class RedisTokenStore implements TokenStore {
+  private constructor(private readonly redis: Redis) {}
+
+  /**
+   * The request limiter's connection settings (redis-store.ts: no offline queue, reconnect quickly), but commands
+   * time out after 2 s instead of 250 ms: on a saturated node the event loop alone can delay an answer past 250 ms,
+   * and a circuit opened then counts tokens per replica (redis.onError: open), which over-admits across replicas.
+   */
+  static async connect(url: string): Promise<RedisTokenStore> {
+    const redis = new Redis(url, {
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      commandTimeout: commandTimeoutMs,
+      connectTimeout: 1000,
+      enableReadyCheck: false,
+      retryStrategy: (attempt) => Math.min(50 * attempt, 250),
+    });
+    redis.on("error", () => {});
+    redis.defineCommand("mgTokReserve", { lua: reserveScript });
+    redis.defineCommand("mgTokSettle", { lua: settleScript });
+    redis.defineCommand("mgTokSeed", { numberOfKeys: 1, lua: seedScript });
+    await redis.connect();
+    return new RedisTokenStore(redis);
+  }
+
+  private command(name: string): Script {
+    return ((this.redis as unknown as Record<string, Script>)[name]).bind(this.redis);
+  }
+
+  async reserve(hits: AmountHit[]): Promise<ReserveOutcome> {
+    const args = hits.flatMap((h) => [h.limit, h.amount, h.windowMs ?? 0, newWindowId()]);
+    const out = await this.timed(this.command("mgTokReserve")(hits.length, ...hits.map((h) => keyOf(h.bucket)), ...args));
+    if (Number(out[0]) === 0) return { missing: out.slice(1).map((i) => hits[Number(i) - 1].bucket) };
+    const now = Date.now();
+    const results: AmountResult[] = hits.map((h, i) => {
+      const base = 2 + 4 * i;
+      const ttl = Number(out[base + 1]);
+      return {
+        used: Number(out[base]),
+        resetMs: h.windowMs === undefined ? Math.max(0, (h.expireAt ?? now) - now) : ttl > 0 ? ttl : h.windowMs,
+        fits: Number(out[base + 2]) === 1,
+        windowId: String(out[base + 3] ?? ""),
+      };
+    });
+    return { missing: null, taken: Number(out[1]) === 1, results };
+  }
+
+  async settle(settles: AmountSettle[]): Promise<void> {
+    const live = settles.filter((s) => s.delta !== 0);
+    if (live.length === 0) return;
+    await this.timed(this.command("mgTokSettle")(live.length, ...live.map((s) => keyOf(s.bucket)), ...live.flatMap((s) => [s.delta, s.windowId])));
+  }
+
+  async peek(hits: AmountHit[]): Promise<AmountResult[]> {
+    const multi = this.redis.multi();
+    for (const h of hits) multi.hget(keyOf(h.bucket), "u").pttl(keyOf(h.bucket)).hget(keyOf(h.bucket), "w");
+    const answers = (await this.timed(multi.exec())) ?? [];
+    const now = Date.now();
+    return hits.map((h, i) => {
+      const used = Number(answers[3 * i]?.[1] ?? 0);
+      const ttl = Number(answers[3 * i + 1]?.[1] ?? -2);
+      const resetMs = h.windowMs === undefined ? Math.max(0, (h.expireAt ?? now) - now) : ttl > 0 ? ttl : h.windowMs;
+      return { used, resetMs, fits: used + h.amount <= h.limit, windowId: String(answers[3 * i + 2]?.[1] ?? "") };
+    });
+  }
+
+  async seed(bucket: string, value: number, expireAt: number): Promise<void> {
+    await this.timed(this.command("mgTokSeed")(keyOf(bucket), value, expireAt + periodGraceMs));
+  }
+
+  async ping(): Promise<void> {
+    await this.timed(this.redis.ping());
+  }
+
+  /** When the connection last answered anything. */
+  private lastAnswerAt = Date.now();
+
+  /**
+   * A timed-out command may mean a dead connection (a partition), which is replaced, as the request limiter's; but
+   * only when the connection has answered nothing for the whole timeout: on a busy node one slow answer among
+   * others is not a dead connection, and destroying it would fail every command in flight on it at once.
+   */
+  private async timed<T>(command: Promise<T>): Promise<T> {
+    try {
+      const answer = await command;
+      this.lastAnswerAt = Date.now();
+      return answer;
+    } catch (err) {
+      if (/timed out/i.test((err as Error).message) && Date.now() - this.lastAnswerAt >= commandTimeoutMs) this.redis.stream?.destroy();
+      throw err;
+    }
+  }
+
+  async close(): Promise<void> {
+    this.redis.disconnect();
+  }
+}
