@@ -26,6 +26,8 @@ export interface RequestContext {
   outcome: RequestOutcome | null;
   /** The request's headers, for a client's W3C trace context (`traceparent`). */
   headers: Record<string, string | string[] | undefined>;
+  /** The scheduling class: `batch` work (Batch API lines) only gets the capacity interactive traffic leaves. */
+  priority?: "interactive" | "batch";
 }
 
 /** The context of an authenticated /v1 request (the auth hook has run). */

@@ -43,6 +43,10 @@ export class Metrics {
   readonly storeErrors: Counter<"store">;
   readonly upstreamLatency: Histogram<"model" | "upstream">;
   readonly upstreamFailures: Counter<"model" | "upstream">;
+  /** Batch API lines run, by endpoint and outcome (completed, failed): rate() gives lines per second. */
+  readonly batchLines: Counter<"endpoint" | "outcome">;
+  /** Where the batch queue depth is read at scrape time (the runner sets it: the store counts pending lines). */
+  batchQueueDepth: (() => Promise<number>) | null = null;
 
   constructor(source: () => MetricsSource | null, readonly perAccount = false) {
     const runners = () => source()?.stats() ?? [];
@@ -64,6 +68,22 @@ export class Metrics {
     this.anonymousLimit = new Counter({ name: "modelgate_anonymous_limit_decisions_total", help: "Anonymous-limiter decisions (requests without a valid key), by outcome", labelNames: ["outcome"], registers });
     this.tooLarge = new Counter({ name: "modelgate_request_too_large_total", help: "Requests refused with 413", labelNames: ["endpoint"], registers });
     this.storeErrors = new Counter({ name: "modelgate_store_errors_total", help: "Failed calls to the shared stores (database, redis)", labelNames: ["store"], registers });
+    this.batchLines = new Counter({ name: "modelgate_batch_lines_total", help: "Batch API lines run, by endpoint and outcome (completed, failed)", labelNames: ["endpoint", "outcome"], registers });
+    const batchDepth = () => this.batchQueueDepth;
+    new Gauge({
+      name: "modelgate_batch_queue_depth",
+      help: "Batch API lines waiting to run, in batches in progress (all replicas: read from the store)",
+      registers,
+      async collect() {
+        const read = batchDepth();
+        if (!read) return;
+        try {
+          this.set(await read());
+        } catch {
+          // The store is unreachable: the last value stays, and modelgate_store_errors_total says why.
+        }
+      },
+    });
     this.upstreamLatency = new Histogram({
       name: "modelgate_upstream_latency_seconds",
       help: "Time to an upstream's answer (headers and first event)",
