@@ -171,6 +171,8 @@ export class BatchRunner {
   private async runLines(work: Work): Promise<void> {
     const { batch } = work;
     const inFlight = new Set<Promise<void>>();
+    // Results being written: a line's slot is free as soon as its answer is in, the write follows on its own.
+    const writes = new Set<Promise<void>>();
     let after = 0;
     for (;;) {
       const page = await this.store.batches.pendingLines(batch.id, after, pageSize);
@@ -178,13 +180,15 @@ export class BatchRunner {
       for (const line of page) {
         while (inFlight.size >= batch.concurrency) await Promise.race(inFlight);
         if (work.reason) break;
-        const running = this.runLine(work, line).finally(() => inFlight.delete(running));
+        while (writes.size >= 64) await Promise.race(writes);
+        const running = this.runLine(work, line, writes).finally(() => inFlight.delete(running));
         inFlight.add(running);
         after = line.line;
       }
       if (work.reason) break;
     }
     await Promise.all(inFlight);
+    await Promise.all(writes);
   }
 
   /** The batch key's auth as the store holds it now (revocation and scope changes apply), cached a few seconds. */
@@ -217,7 +221,7 @@ export class BatchRunner {
   }
 
   /** Runs one line through the endpoint's service and writes its result; a line stopped by a halt stays pending. */
-  private async runLine(work: Work, line: BatchLine): Promise<void> {
+  private async runLine(work: Work, line: BatchLine, writes: Set<Promise<void>>): Promise<void> {
     const { batch } = work;
     const endpoint = endpointOfBatch[batch.endpoint as BatchEndpoint];
     const requestId = newId("req_");
@@ -268,9 +272,19 @@ export class BatchRunner {
     }
     const ok = status === 200;
     const result = JSON.stringify({ id: newId("batch_req_"), custom_id: line.customId, response: { status_code: status, request_id: requestId, body }, error: null });
-    const written = await this.store.batches.complete(batch.id, this.owner, line.line, ok ? "done" : "error", result);
-    if (written === "lease-lost") this.halt(work, "lost");
-    else if (written === "written") this.ctx.metrics.batchLines.inc({ endpoint, outcome: ok ? "completed" : "failed" });
+    const write = this.store.batches
+      .complete(batch.id, this.owner, line.line, ok ? "done" : "error", result)
+      .then((written) => {
+        if (written === "lease-lost") this.halt(work, "lost");
+        else if (written === "written") this.ctx.metrics.batchLines.inc({ endpoint, outcome: ok ? "completed" : "failed" });
+      })
+      .catch((err) => {
+        // Not written: the line stays pending and runs again when the batch is taken up again.
+        log.warn({ err }, "batch runner: could not write a line's result; the batch is given up for another pass");
+        this.halt(work, "lost");
+      })
+      .finally(() => writes.delete(write));
+    writes.add(write);
   }
 
   /** Writes the lines left pending as cancelled or expired (to the error file, counted neither way). */
