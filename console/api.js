@@ -63,6 +63,7 @@ export const api = {
   createKey: (body, email) => call("POST", "/admin/v1/keys", body, onBehalf(email)),
   rotateKey: (id, email) => call("POST", `/admin/v1/keys/${enc(id)}/rotate`, undefined, onBehalf(email)),
   revokeKey: (id, email) => call("POST", `/admin/v1/keys/${enc(id)}/revoke`, undefined, onBehalf(email)),
+  batches: (account) => call("GET", `/admin/v1/batches${account ? `?account=${enc(account)}` : ""}`),
   dailyUsage: (account) => call("GET", `/admin/v1/usage/daily${account ? `?account=${enc(account)}` : ""}`),
   audit: (filter) => call("GET", `/admin/v1/audit?${new URLSearchParams(Object.entries(filter).filter(([, v]) => v))}`),
   // Members of an account (accountId) or operators (null).

@@ -17,6 +17,8 @@ const models = [
   { id: "bert-embed", engine: "llama", source: path.join(modelsDir, "forged/bert-embed-tiny.gguf"), capabilities: ["embeddings"], threads: 1 },
 ];
 
+const adminToken = "Vr7kQ2mXp9sLw4nTb6yHc1dJf8gAe3uZo5iKq0tRx";
+
 type Line = { custom_id: string; method: string; url: string; body: Record<string, unknown> };
 
 function chatLines(n: number, maxTokens = 8): Line[] {
@@ -56,6 +58,7 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       dropDb = db ? () => db.drop() : null;
       srv = await startServer({
         models,
+        adminToken,
         batches: { pollInterval: "100ms", leaseTtl: "2s" },
         plans: { default: { maxBatchFileBytes: 64 * 1024 } },
         ...(db ? { database: { url: db.url }, keySecret: "batches-test-secret-0123456789abcdef" } : {}),
@@ -97,6 +100,20 @@ for (const dialect of ["sqlite", "postgres"] as const) {
         } finally {
           await store.close();
         }
+      });
+
+      await t.test("console and metrics: the account's batches with their progress; batch lines and queue depth in /metrics", async () => {
+        const admin = { headers: { authorization: `Bearer ${adminToken}` } };
+        const listed = (await (await srv.get(`/admin/v1/batches?account=${key.accountId}`, admin)).json()) as { data: { id: string; status: string; total: number; completed: number; accountId: string }[] };
+        assert.ok(listed.data.length >= 1);
+        assert.ok(listed.data.every((b) => b.accountId === key.accountId));
+        assert.deepEqual([listed.data[0].status, listed.data[0].total, listed.data[0].completed], ["completed", 6, 6]);
+        const other = await srv.createKey();
+        const none = (await (await srv.get(`/admin/v1/batches?account=${other.accountId}`, admin)).json()) as { data: unknown[] };
+        assert.equal(none.data.length, 0);
+        const metrics = await (await srv.get("/metrics", admin)).text();
+        assert.match(metrics, /modelgate_batch_lines_total\{endpoint="chat",outcome="completed"\} 6\b/);
+        assert.match(metrics, /modelgate_batch_queue_depth 0\b/);
       });
 
       await t.test("end to end on embeddings with the forged embedder; a line the model refuses goes to the error file", async () => {

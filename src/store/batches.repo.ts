@@ -161,6 +161,13 @@ export class BatchesRepo {
     return rows.map(toBatch);
   }
 
+  /** The newest batches of an account, or of every account (operators), for the console. */
+  async recent(accountId: string | undefined, limit: number): Promise<BatchRecord[]> {
+    let query = this.db.selectFrom("batches").selectAll();
+    if (accountId !== undefined) query = query.where("account_id", "=", accountId);
+    return (await query.orderBy("created_at", "desc").orderBy("id", "desc").limit(limit).execute()).map(toBatch);
+  }
+
   /** in_progress (or validating) → cancelling; the batch as it is after. */
   async requestCancel(accountId: string, id: string, now: number): Promise<BatchRecord | null> {
     await this.db
