@@ -165,6 +165,22 @@ for (const dialect of ["sqlite", "postgres"] as const) {
         await assert.rejects(other.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" }), (err: any) => err.status === 403);
       });
 
+      await t.test("a key revoked mid-batch: its remaining lines fail with 401 in the error file, none is lost", async () => {
+        const own = await srv.createKey({ account: key.accountId });
+        const mine = srv.openai(own.key);
+        const file = await upload(mine, jsonl(chatLines(200, 32)));
+        const created = await mine.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+        await waitFor(() => client.batches.retrieve(created.id), (b) => (b.request_counts?.completed ?? 0) >= 2, "two lines done");
+        await srv.server.app.keyStore.keys.revoke(own.id, new Date().toISOString());
+        const batch = await finished(client, created.id);
+        assert.equal(batch.status, "completed");
+        const { completed, failed } = batch.request_counts!;
+        assert.ok(failed > 0 && completed + failed === 200, `completed ${completed}, failed ${failed}`);
+        const errors = await outputOf(client, batch.error_file_id);
+        assert.equal(errors.length, failed);
+        assert.ok(errors.every((e) => e.response!.status_code === 401 && e.response!.body.error.code === "invalid_api_key"));
+      });
+
       await t.test("isolation: another account's key gets 404 for the files and batches, and does not list them", async () => {
         const file = await upload(client, jsonl(chatLines(1)));
         const batch = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });

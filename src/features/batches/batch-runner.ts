@@ -29,9 +29,16 @@ const maxBatchesPerNode = 4;
 /** Lines read from the store at a time. */
 const pageSize = 200;
 /** How often a line's key is read from the store again (a revoked key stops the batch's lines within this). */
-const authTtlMs = 5_000;
+const authTtlMs = 1_000;
 /** Error codes a batch line waits out and retries (capacity, loading), instead of writing them as its result. */
 const retryable = new Set(["overloaded", "model_loading", "rate_limit_exceeded"]);
+
+/**
+ * Result writes in flight on this node (all batches). Each is a transaction on the batch's row (its counters), so they queue on its
+ * lock, each holding a pooled connection meanwhile: a few keep the line path free without taking the connections
+ * the HTTP path needs (key lookups answer 503 when the pool has none).
+ */
+const maxPendingWrites = 3;
 
 type StopReason = "cancel" | "expire" | "lost" | "shutdown";
 
@@ -61,6 +68,8 @@ export class BatchRunner {
   /** This node's name in leases. */
   readonly owner = `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`;
   private readonly working = new Map<string, Work>();
+  /** Every batch's result writes in flight (bounded by maxPendingWrites). */
+  private readonly writes = new Set<Promise<void>>();
   private readonly auths = new Map<string, { at: number; auth: AuthContext | AppError }>();
   private stopped = false;
   private wakeUp: (() => void) | null = null;
@@ -180,7 +189,7 @@ export class BatchRunner {
       for (const line of page) {
         while (inFlight.size >= batch.concurrency) await Promise.race(inFlight);
         if (work.reason) break;
-        while (writes.size >= 64) await Promise.race(writes);
+        while (this.writes.size >= maxPendingWrites) await Promise.race(this.writes);
         const running = this.runLine(work, line, writes).finally(() => inFlight.delete(running));
         inFlight.add(running);
         after = line.line;
@@ -283,8 +292,12 @@ export class BatchRunner {
         log.warn({ err }, "batch runner: could not write a line's result; the batch is given up for another pass");
         this.halt(work, "lost");
       })
-      .finally(() => writes.delete(write));
+      .finally(() => {
+        writes.delete(write);
+        this.writes.delete(write);
+      });
     writes.add(write);
+    this.writes.add(write);
   }
 
   /** Writes the lines left pending as cancelled or expired (to the error file, counted neither way). */
