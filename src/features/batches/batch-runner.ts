@@ -107,6 +107,10 @@ export class BatchRunner {
         while (!this.stopped && this.working.size < maxBatchesPerNode) {
           const batch = await this.store.batches.acquire(this.owner, Date.now(), this.ctx.config.batches.leaseMs, new Set(this.working.keys()));
           if (!batch) break;
+          if (this.stopped) {
+            await this.store.batches.release(batch.id, this.owner);
+            break;
+          }
           const work: Work = { batch, abort: new AbortController(), reason: null };
           this.working.set(batch.id, work);
           const done = this.work(work)
@@ -156,13 +160,13 @@ export class BatchRunner {
       if (batch.status === "in_progress" && Date.now() < batch.expiresAt) await this.runLines(work);
       else if (batch.status === "cancelling") work.reason = "cancel";
       else if (batch.status === "in_progress") work.reason = "expire";
-      // An earlier owner got as far as finalizing: its lines are all written, only the files are left.
       if (work.reason === "lost") return;
       if (work.reason === "shutdown") {
         await this.store.batches.release(batch.id, this.owner);
         return;
       }
       if (batch.status === "finalizing") {
+        // An earlier owner got as far as finalizing: its lines are all written, only the files are left.
         const end = batch.cancellingAt !== null ? "cancelled" : (await this.store.batches.hasExpiredLines(batch.id)) ? "expired" : "completed";
         await this.finish(work, end);
         return;
