@@ -106,10 +106,24 @@ module.exports = {
       name: "features-layer",
       comment: "features/ may import the layers below it (the store through keys/ or app decorations), never plugins/, scopes/, server.ts or cli/.",
       severity: "error",
-      from: { path: "^src/features/", pathNot: "^src/features/generation/" },
+      from: { path: "^src/features/", pathNot: "^src/features/(generation|batches)/" },
       to: {
         path: "^src/",
         pathNot: within(["features", "auth", "keys", "catalog", "scheduler", "engines", "http", "telemetry", "config", "errors"], ["app-context.ts"]),
+      },
+    },
+    {
+      name: "batches-layer",
+      comment:
+        "features/batches/ (the Batch API) is the features layer plus store/ (its files, batches, lines and leases are its own tables), " +
+        "and it runs its lines through the chat and embeddings services, the same path as their routes.",
+      severity: "error",
+      from: { path: "^src/features/batches/" },
+      to: {
+        path: "^src/",
+        pathNot:
+          "^src/features/(batches|generation)/|^src/features/(inference|request-context)\\.ts$|^src/features/[^/]+/[^/]+\\.(schema|request)\\.ts$|^src/features/(chat|embeddings)/[^/]+\\.service\\.ts$|" +
+          within(["auth", "keys", "store", "catalog", "scheduler", "engines", "http", "telemetry", "config", "errors"], ["app-context.ts"]),
       },
     },
     {
@@ -118,7 +132,7 @@ module.exports = {
         "An endpoint's folder imports of another only its *.schema.ts (wire types) and *.request.ts (wire → engine request); " +
         "what they share is in features/generation/, inference.ts and request-context.ts.",
       severity: "error",
-      from: { path: "^src/features/([^/]+)/", pathNot: "^src/features/generation/" },
+      from: { path: "^src/features/([^/]+)/", pathNot: "^src/features/(generation|batches)/" },
       to: {
         path: "^src/features/",
         pathNot: "^src/features/($1|generation)/|^src/features/(inference|request-context)\\.ts$|^src/features/[^/]+/[^/]+\\.(schema|request)\\.ts$",

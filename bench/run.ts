@@ -10,7 +10,8 @@ import type { BenchRow } from "./bench-row.ts";
 const only = process.argv.slice(2);
 const files = readdirSync(import.meta.dirname)
   .filter((f) => f.endsWith(".bench.ts"))
-  .filter((f) => only.length === 0 || only.some((o) => f.includes(o)))
+  // A name that is a bench's whole name runs that bench only (`batch` is not also `batching`).
+  .filter((f, _, all) => only.length === 0 || only.some((o) => (all.includes(`${o}.bench.ts`) ? f === `${o}.bench.ts` : f.includes(o))))
   .sort();
 
 const rows: BenchRow[] = [];

@@ -8,6 +8,7 @@ import { UsagePage } from "./pages/usage.js";
 import { AuditPage } from "./pages/audit.js";
 import { MembersPage } from "./pages/members.js";
 import { LimitsPage } from "./pages/limits.js";
+import { BatchesPage } from "./pages/batches.js";
 import { SecurityPage } from "./pages/security.js";
 import { ModelsPage } from "./pages/models.js";
 import { SignInPage, AcceptInvitePage } from "./pages/signin.js";
@@ -27,6 +28,7 @@ function useRoute() {
 const memberSections = (me) => [
   ["keys", "API keys"],
   ["usage", "Usage"],
+  ["batches", "Batches"],
   ["limits", "Plan and limits"],
   ...(me.role === "owner" ? [["members", "Members"]] : []),
   ["audit", "Audit log"],
@@ -36,6 +38,7 @@ const operatorSections = [
   ["accounts", "Accounts"],
   ["models", "Models"],
   ["usage", "Usage"],
+  ["batches", "Batches"],
   ["audit", "Audit log"],
   ["operators", "Operators"],
   ["security", "Security"],
@@ -47,6 +50,7 @@ function memberPage(me, page, setMe, signedOut) {
   switch (page) {
     case "usage": return html`<${UsagePage} account=${account} fixed=${true} />`;
     case "limits": return html`<${LimitsPage} accountId=${account} />`;
+    case "batches": return html`<${BatchesPage} account=${account} />`;
     case "members": return html`<${MembersPage} accountId=${account} accountName=${me.accountName} canManage=${me.role === "owner"} me=${me} />`;
     case "audit": return html`<${AuditPage} account=${account} fixed=${true} />`;
     case "security": return html`<${SecurityPage} me=${me} onChanged=${setMe} onSignedOut=${signedOut} />`;
@@ -61,6 +65,7 @@ function operatorPage(me, [page, id, sub], setMe, signedOut) {
   if (page === "accounts" && id) return html`<${AccountPage} id=${id} me=${me} />`;
   if (page === "models") return html`<${ModelsPage} />`;
   if (page === "usage") return html`<${UsagePage} account=${id} />`;
+  if (page === "batches") return html`<${BatchesPage} account=${id} />`;
   if (page === "audit") return html`<${AuditPage} account=${id} />`;
   if (page === "operators") return html`<${MembersPage} accountId=${null} canManage=${admin} me=${me} />`;
   if (page === "security") return html`<${SecurityPage} me=${me} onChanged=${setMe} onSignedOut=${signedOut} />`;

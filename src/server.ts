@@ -32,6 +32,7 @@ import consoleScope from "./scopes/console.scope.ts";
 import { Metrics } from "./metrics/metrics.ts";
 import { observabilityPlugin } from "./plugins/observability.ts";
 import { startTracing } from "./telemetry/tracing.ts";
+import { BatchRunner } from "./features/batches/batch-runner.ts";
 
 declare module "fastify" {
   interface FastifyInstance {
@@ -132,6 +133,10 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   closers.push(() => tokens.close());
   const ctx: AppContext = { config, catalog, usage, streams, metrics, concurrency, tokens, onClose: (fn) => closers.push(fn) };
   app.decorate("ctx", ctx);
+  // The Batch API's worker: stopped first at shutdown (closers run in reverse), before the models and the store.
+  const batchRunner = new BatchRunner(ctx, store, app.log.child({ component: "batches" }));
+  app.decorate("batchRunner", batchRunner);
+  closers.push(() => batchRunner.stop());
 
   const routeTable = new RouteTable();
   app.decorate("routeTable", routeTable);
@@ -155,6 +160,7 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   await app.register(publicScope);
   if (config.observability) await app.register(metricsScope);
   await app.register(fallbackScope);
+  batchRunner.start();
 
   let closing: Promise<void> | null = null;
   return {

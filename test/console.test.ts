@@ -9,6 +9,8 @@ import { startServer, modelsDir, repoRoot, type TestServer } from "../harness/se
 import { errorOf } from "./helpers/errors.ts";
 import { inviteWithToken, testPassword } from "./helpers/console-users.ts";
 import { totpCode } from "../src/auth/totp.ts";
+import { toFile } from "openai";
+import { waitFor } from "./helpers/wait-for.ts";
 
 /**
  * The web console (spec §2.9, issue 33) in a real Chromium (Debian's `chromium`, driven by playwright-core; .ci/run
@@ -248,6 +250,18 @@ test("§2.9 issue 33 console: an operator invites a member; the member joins, tu
   await member.getByTestId("quota").getByText("no token quota or spending budget").waitFor();
   await assertAccessible("limits");
   await shot("member-limits");
+
+  // 6b. the account's Batch API batches with their progress (issue 36)
+  const batchClient = srv.openai(second);
+  const lines = [1, 2, 3].map((i) => JSON.stringify({ custom_id: `c${i}`, method: "POST", url: "/v1/chat/completions", body: { model: "stories", messages: [{ role: "user", content: "Once upon a time" }], max_tokens: 4 } }));
+  const input = await batchClient.files.create({ file: await toFile(Buffer.from(lines.join("\n")), "in.jsonl"), purpose: "batch" });
+  const batch = await batchClient.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+  await waitFor(() => batchClient.batches.retrieve(batch.id), (b) => b.status === "completed", "the console's batch to complete");
+  await member.getByRole("link", { name: "Batches" }).click();
+  await member.getByRole("cell", { name: batch.id }).waitFor();
+  await member.getByTestId("batches").getByText("3 of 3 lines").waitFor();
+  await member.getByTestId("batches").getByRole("cell", { name: "completed" }).waitFor();
+  await assertAccessible("batches");
 
   // 7. the owner invites a viewer
   await member.getByRole("link", { name: "Members" }).click();

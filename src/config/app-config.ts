@@ -8,6 +8,8 @@ export interface Plan {
   accountRateLimit: { requests: number; windowMs: number };
   maxBodyBytes: number;
   maxUploadBytes: number;
+  /** Largest Batch API input file. */
+  maxBatchFileBytes: number;
   maxOutputTokens: number | null;
   models: string[];
   endpoints: Endpoint[];
@@ -152,6 +154,8 @@ export interface AppConfig {
   redisOnError: "open" | "closed";
   /** Keys seen valid keep working this long while the database is unreachable. */
   staleIfErrorMs: number;
+  /** The Batch API runner: a node's lease on a batch lasts `leaseMs` unless renewed; idle nodes look every `pollMs`. */
+  batches: { leaseMs: number; pollMs: number };
   /** Per address; IPv6 addresses by their first `ipv6Prefix` bits. */
   anonymousRateLimit: { requests: number; windowMs: number; ipv6Prefix: number };
   /** Failed admin-token attempts from all addresses together. */

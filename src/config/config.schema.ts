@@ -91,6 +91,8 @@ export const PlanConfig = Type.Object(
     accountRateLimit: Type.Optional(RateLimitConfig),
     maxBodyBytes: Type.Optional(Type.Integer({ minimum: 1 })),
     maxUploadBytes: Type.Optional(Type.Integer({ minimum: 1 })),
+    /** Largest Batch API input file (POST /v1/files with purpose batch); default 100 MiB. */
+    maxBatchFileBytes: Type.Optional(Type.Integer({ minimum: 1 })),
     maxOutputTokens: Type.Optional(Type.Integer({ minimum: 1 })),
     models: Type.Optional(Type.Array(Type.String(), { description: "glob patterns of model ids" })),
     endpoints: Type.Optional(Type.Array(Endpoint)),
@@ -256,6 +258,13 @@ export const Config = Type.Object(
           /** How long keys seen valid keep working while the database is unreachable. */
           staleIfError: Type.Optional(Duration),
         },
+        { additionalProperties: false },
+      ),
+    ),
+    /** The Batch API's runner: how long a node's lease on a batch lasts unless renewed, and how often idle nodes look for work. */
+    batches: Type.Optional(
+      Type.Object(
+        { leaseTtl: Type.Optional(Duration), pollInterval: Type.Optional(Duration) },
         { additionalProperties: false },
       ),
     ),

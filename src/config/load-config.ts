@@ -67,6 +67,7 @@ const builtInDefaultPlan: Plan = {
   accountRateLimit: { requests: 600, windowMs: 60_000 },
   maxBodyBytes: 10 * 1024 * 1024,
   maxUploadBytes: 25 * 1024 * 1024,
+  maxBatchFileBytes: 100 * 1024 * 1024,
   maxOutputTokens: null,
   models: ["*"],
   endpoints: [...allEndpoints],
@@ -139,6 +140,7 @@ function resolvePlan(name: string, plan: PlanConfig): Plan {
     accountRateLimit: plan.accountRateLimit ? { requests: plan.accountRateLimit.requests, windowMs: parseDuration(plan.accountRateLimit.window) } : rateLimit,
     maxBodyBytes: plan.maxBodyBytes ?? builtInDefaultPlan.maxBodyBytes,
     maxUploadBytes: plan.maxUploadBytes ?? builtInDefaultPlan.maxUploadBytes,
+    maxBatchFileBytes: plan.maxBatchFileBytes ?? builtInDefaultPlan.maxBatchFileBytes,
     maxOutputTokens: plan.maxOutputTokens ?? null,
     models: plan.models ?? ["*"],
     endpoints: plan.endpoints ?? [...allEndpoints],
@@ -295,6 +297,7 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
     redisUrl: process.env.REDIS_URL || input.redis?.url || null,
     redisOnError: input.redis?.onError ?? "open",
     staleIfErrorMs: parseDuration(input.store?.staleIfError ?? "5m"),
+    batches: { leaseMs: parseDuration(input.batches?.leaseTtl ?? "30s"), pollMs: parseDuration(input.batches?.pollInterval ?? "1s") },
     anonymousRateLimit: input.anonymousRateLimit
       ? { requests: input.anonymousRateLimit.requests, windowMs: parseDuration(input.anonymousRateLimit.window), ipv6Prefix: input.anonymousRateLimit.ipv6Prefix ?? 64 }
       : { requests: 300, windowMs: 60_000, ipv6Prefix: 64 },

@@ -26,11 +26,14 @@ import consoleSessionRoutes from "./console/console-session.route.ts";
 import consoleTotpRoutes from "./console/console-totp.route.ts";
 import consoleOidcRoutes from "./console/console-oidc.route.ts";
 import membersAdminRoutes from "./admin/members-admin.route.ts";
+import filesRoutes from "./batches/files.route.ts";
+import batchesRoutes from "./batches/batches.route.ts";
+import { batchesSchemas } from "./batches/batches.schema.ts";
 
 type Routes = (app: FastifyInstance) => Promise<void>;
 
 /** Routes under /v1 (paths relative to it): API key, allowlist, rate limit and body limit (src/scopes/v1.scope.ts). */
-export const v1Routes: Routes[] = [modelsRoutes, openapiRoutes, chatRoutes, responsesRoutes, embeddingsRoutes, transcriptionRoutes, rerankRoutes, tokenizeRoutes];
+export const v1Routes: Routes[] = [modelsRoutes, openapiRoutes, chatRoutes, responsesRoutes, embeddingsRoutes, transcriptionRoutes, rerankRoutes, tokenizeRoutes, filesRoutes, batchesRoutes];
 
 /** Routes under /admin/v1 (paths relative to it): the admin token or a console session, by role (src/scopes/admin.scope.ts). */
 export const adminRoutes: Routes[] = [adminRoutesOfAccounts, membersAdminRoutes, modelsAdminRoutes];
@@ -53,4 +56,5 @@ export const featureSchemas: TSchema[] = [
   ...adminSchemas,
   ...membersSchemas,
   ...consoleSchemas,
+  ...batchesSchemas,
 ];

@@ -98,7 +98,7 @@ export async function runInference<E extends EndpointCapability, P, R>(ctx: AppC
     if (usage) (held as Lease | null)?.charge(usage.promptTokens + usage.completionTokens - charged);
     if (usage) {
       span.setAttributes({ "gen_ai.usage.input_tokens": usage.promptTokens, "gen_ai.usage.output_tokens": usage.completionTokens });
-      ctx.usage.record({ keyId: request.auth.keyId, accountId: request.auth.accountId, model: spec.model, endpoint: request.endpoint, ...usage });
+      ctx.usage.record({ keyId: request.auth.keyId, accountId: request.auth.accountId, model: spec.model, endpoint: request.endpoint, ...usage, batch: request.priority === "batch" });
       ctx.metrics.tokens(spec.model, request.auth.accountId, usage.promptTokens, usage.completionTokens);
       if (request.outcome) Object.assign(request.outcome, { promptTokens: usage.promptTokens, completionTokens: usage.completionTokens });
     }

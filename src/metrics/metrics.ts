@@ -47,6 +47,10 @@ export class Metrics {
   readonly budgetUsed: Gauge<"account">;
   readonly upstreamLatency: Histogram<"model" | "upstream">;
   readonly upstreamFailures: Counter<"model" | "upstream">;
+  /** Batch API lines run, by endpoint and outcome (completed, failed): rate() gives lines per second. */
+  readonly batchLines: Counter<"endpoint" | "outcome">;
+  /** Where the batch queue depth is read at scrape time (the runner sets it: the store counts pending lines). */
+  batchQueueDepth: (() => Promise<number>) | null = null;
 
   constructor(source: () => MetricsSource | null, readonly perAccount = false) {
     const runners = () => source()?.stats() ?? [];
@@ -76,6 +80,22 @@ export class Metrics {
     this.tooLarge = new Counter({ name: "modelgate_request_too_large_total", help: "Requests refused with 413", labelNames: ["endpoint"], registers });
     this.budgetUsed = new Gauge({ name: "modelgate_budget_used_ratio", help: "Share of the account's budget used in its current period (accounts with a budget)", labelNames: ["account"], registers });
     this.storeErrors = new Counter({ name: "modelgate_store_errors_total", help: "Failed calls to the shared stores (database, redis)", labelNames: ["store"], registers });
+    this.batchLines = new Counter({ name: "modelgate_batch_lines_total", help: "Batch API lines run, by endpoint and outcome (completed, failed)", labelNames: ["endpoint", "outcome"], registers });
+    const batchDepth = () => this.batchQueueDepth;
+    new Gauge({
+      name: "modelgate_batch_queue_depth",
+      help: "Batch API lines waiting to run, in batches in progress (all replicas: read from the store)",
+      registers,
+      async collect() {
+        const read = batchDepth();
+        if (!read) return;
+        try {
+          this.set(await read());
+        } catch {
+          // The store is unreachable: the last value stays, and modelgate_store_errors_total says why.
+        }
+      },
+    });
     this.upstreamLatency = new Histogram({
       name: "modelgate_upstream_latency_seconds",
       help: "Time to an upstream's answer (headers and first event)",

@@ -8,6 +8,8 @@ declare module "fastify" {
   interface FastifyContextConfig {
     /** The body is a multipart upload: limited by maxUploadBytes instead of maxBodyBytes. */
     upload?: boolean;
+    /** The upload is a Batch API file: limited by maxBatchFileBytes. */
+    batchFile?: boolean;
   }
 }
 
@@ -76,7 +78,7 @@ export async function limitBody(request: FastifyRequest, reply: FastifyReply, pa
   const config = request.server.ctx.config;
   const plan = request.auth?.plan ?? config.plans.get(config.defaultPlan)!;
   const upload = request.routeOptions.config?.upload === true;
-  const limit = upload ? plan.maxUploadBytes : plan.maxBodyBytes;
+  const limit = upload ? (request.routeOptions.config?.batchFile === true ? plan.maxBatchFileBytes : plan.maxUploadBytes) : plan.maxBodyBytes;
   const declared = Number(request.headers["content-length"]);
   if (Number.isFinite(declared) && declared > limit) {
     discardRest(request.raw);

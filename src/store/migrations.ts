@@ -205,6 +205,82 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable("accounts").dropColumn("budget").execute();
     },
   },
+  "0009_batch_api": {
+    async up(db: Kysely<any>) {
+      // Bytes: bytea on PostgreSQL, blob on SQLite. A file is chunked rows (files.repo.ts says why not large objects).
+      const bytes = isPostgres(db) ? "bytea" : "blob";
+      await db.schema
+        .createTable("files")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("account_id", "text", (c) => c.notNull())
+        .addColumn("key_id", "text", (c) => c.notNull())
+        .addColumn("purpose", "text", (c) => c.notNull())
+        .addColumn("filename", "text", (c) => c.notNull())
+        .addColumn("bytes", "bigint", (c) => c.notNull())
+        .addColumn("created_at", "bigint", (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex("files_account_idx").on("files").columns(["account_id", "created_at"]).execute();
+      await db.schema
+        .createTable("file_chunks")
+        .addColumn("file_id", "text", (c) => c.notNull())
+        .addColumn("seq", "integer", (c) => c.notNull())
+        .addColumn("data", sql.raw(bytes), (c) => c.notNull())
+        .addPrimaryKeyConstraint("file_chunks_pk", ["file_id", "seq"])
+        .execute();
+      await db.schema
+        .createTable("batches")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("account_id", "text", (c) => c.notNull())
+        .addColumn("key_id", "text", (c) => c.notNull())
+        .addColumn("endpoint", "text", (c) => c.notNull())
+        .addColumn("input_file_id", "text", (c) => c.notNull())
+        .addColumn("completion_window", "text", (c) => c.notNull())
+        .addColumn("status", "text", (c) => c.notNull())
+        .addColumn("metadata", "text")
+        .addColumn("errors", "text")
+        .addColumn("output_file_id", "text")
+        .addColumn("error_file_id", "text")
+        .addColumn("total", "integer", (c) => c.notNull().defaultTo(0))
+        .addColumn("completed", "integer", (c) => c.notNull().defaultTo(0))
+        .addColumn("failed", "integer", (c) => c.notNull().defaultTo(0))
+        .addColumn("concurrency", "integer", (c) => c.notNull().defaultTo(1))
+        .addColumn("created_at", "bigint", (c) => c.notNull())
+        .addColumn("in_progress_at", "bigint")
+        .addColumn("expires_at", "bigint", (c) => c.notNull())
+        .addColumn("finalizing_at", "bigint")
+        .addColumn("completed_at", "bigint")
+        .addColumn("failed_at", "bigint")
+        .addColumn("expired_at", "bigint")
+        .addColumn("cancelling_at", "bigint")
+        .addColumn("cancelled_at", "bigint")
+        // The lease: the node working the batch, until when (epoch ms); renewed while it works.
+        .addColumn("lease_owner", "text")
+        .addColumn("lease_expires_at", "bigint")
+        .execute();
+      await db.schema.createIndex("batches_account_idx").on("batches").columns(["account_id", "created_at"]).execute();
+      await db.schema.createIndex("batches_status_idx").on("batches").column("status").execute();
+      await db.schema
+        .createTable("batch_lines")
+        .addColumn("batch_id", "text", (c) => c.notNull())
+        .addColumn("line", "integer", (c) => c.notNull())
+        .addColumn("custom_id", "text", (c) => c.notNull())
+        .addColumn("body", "text", (c) => c.notNull())
+        // pending, then done (a result in `result`) or error (the result goes to the error file).
+        .addColumn("state", "text", (c) => c.notNull())
+        .addColumn("result", "text")
+        .addPrimaryKeyConstraint("batch_lines_pk", ["batch_id", "line"])
+        .execute();
+      await db.schema.createIndex("batch_lines_state_idx").on("batch_lines").columns(["batch_id", "state"]).execute();
+      // The share of a usage row that batch lines made (the row's totals include it).
+      await db.schema.alterTable("usage").addColumn("batch_requests", "bigint", (c) => c.notNull().defaultTo(0)).execute();
+      await db.schema.alterTable("usage").addColumn("batch_prompt_tokens", "bigint", (c) => c.notNull().defaultTo(0)).execute();
+      await db.schema.alterTable("usage").addColumn("batch_completion_tokens", "bigint", (c) => c.notNull().defaultTo(0)).execute();
+    },
+    async down(db: Kysely<any>) {
+      for (const table of ["batch_lines", "batches", "file_chunks", "files"]) await db.schema.dropTable(table).execute();
+      for (const column of ["batch_requests", "batch_prompt_tokens", "batch_completion_tokens"]) await db.schema.alterTable("usage").dropColumn(column).execute();
+    },
+  },
 };
 
 /** Gives the entries written before 0004 their place in the chain; the append-only triggers are lifted meanwhile. */

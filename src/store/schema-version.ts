@@ -61,6 +61,11 @@ export const servingPrivileges: Readonly<Record<string, string>> = {
   recovery_codes: "SELECT, INSERT, UPDATE, DELETE",
   invites: "SELECT, INSERT, UPDATE",
   console_sessions: "SELECT, INSERT, UPDATE, DELETE",
+  // Batch API: files and batches are deleted by their owners; lines go with their batch.
+  files: "SELECT, INSERT, UPDATE, DELETE",
+  file_chunks: "SELECT, INSERT, DELETE",
+  batches: "SELECT, INSERT, UPDATE, DELETE",
+  batch_lines: "SELECT, INSERT, UPDATE, DELETE",
   kysely_migration: "SELECT",
   kysely_migration_lock: "SELECT",
 };

@@ -42,6 +42,10 @@ export interface UsageTable {
   requests: Generated<number>;
   prompt_tokens: Generated<number>;
   completion_tokens: Generated<number>;
+  /** The share of the row's requests and tokens that batch lines made (the Batch API). */
+  batch_requests: Generated<number>;
+  batch_prompt_tokens: Generated<number>;
+  batch_completion_tokens: Generated<number>;
 }
 
 /** Append-only (triggers refuse UPDATE and DELETE in both dialects): who did what to which account or key. */
@@ -141,7 +145,78 @@ export interface SessionsTable {
   expires_at: string;
 }
 
+/** Batch API files (input and output): their bytes are in `file_chunks`. Times are epoch milliseconds. */
+export interface FilesTable {
+  id: string;
+  account_id: string;
+  key_id: string;
+  /** `batch` (uploaded) or `batch_output` (a batch's output and error files). */
+  purpose: string;
+  filename: string;
+  bytes: number;
+  created_at: number;
+}
+
+/** A file's bytes in chunks of at most `fileChunkBytes`, in `seq` order. */
+export interface FileChunksTable {
+  file_id: string;
+  seq: number;
+  data: Uint8Array;
+}
+
+/** The Batch API's batches (the OpenAI batch object) and the lease of the node working one. */
+export interface BatchesTable {
+  id: string;
+  account_id: string;
+  key_id: string;
+  /** `/v1/chat/completions` or `/v1/embeddings`. */
+  endpoint: string;
+  input_file_id: string;
+  completion_window: string;
+  status: string;
+  /** JSON object or null. */
+  metadata: string | null;
+  /** JSON: the validation errors ({code, message, param, line}[]) of a failed batch, or null. */
+  errors: string | null;
+  output_file_id: string | null;
+  error_file_id: string | null;
+  total: Generated<number>;
+  completed: Generated<number>;
+  failed: Generated<number>;
+  /** Lines run at once: the largest `parallel` of the models the lines name. */
+  concurrency: Generated<number>;
+  created_at: number;
+  in_progress_at: number | null;
+  expires_at: number;
+  finalizing_at: number | null;
+  completed_at: number | null;
+  failed_at: number | null;
+  expired_at: number | null;
+  cancelling_at: number | null;
+  cancelled_at: number | null;
+  lease_owner: string | null;
+  lease_expires_at: number | null;
+}
+
+/** One line of a batch's input, and its result once it has run (written with the mark of completion). */
+export interface BatchLinesTable {
+  batch_id: string;
+  /** 1-based line number in the input file. */
+  line: number;
+  custom_id: string;
+  /** The request body, validated (with the endpoint's defaults filled in), as JSON. */
+  body: string;
+  /** `pending`, `done` (its result goes to the output file) or `error` (to the error file). */
+  state: string;
+  /** The output/error file line (JSON), null while pending. */
+  result: string | null;
+}
+
 export interface Database {
+  files: FilesTable;
+  file_chunks: FileChunksTable;
+  batches: BatchesTable;
+  batch_lines: BatchLinesTable;
   users: UsersTable;
   recovery_codes: RecoveryCodesTable;
   invites: InvitesTable;

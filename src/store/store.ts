@@ -16,6 +16,8 @@ import { UsageRepo } from "./usage.repo.ts";
 import { UsersRepo } from "./users.repo.ts";
 import { InvitesRepo } from "./invites.repo.ts";
 import { ConsoleSessionsRepo } from "./console-sessions.repo.ts";
+import { FilesRepo } from "./files.repo.ts";
+import { BatchesRepo } from "./batches.repo.ts";
 
 export interface Store {
   readonly dialect: "sqlite" | "postgres";
@@ -28,6 +30,9 @@ export interface Store {
   readonly users: UsersRepo;
   readonly invites: InvitesRepo;
   readonly sessions: ConsoleSessionsRepo;
+  /** The Batch API's files (chunked bytes) and batches (lines, results, leases). */
+  readonly files: FilesRepo;
+  readonly batches: BatchesRepo;
   /** Runs `fn` in one transaction over repos bound to it: all of its writes land, or none. */
   transaction<T>(fn: (tx: StoreTransaction) => Promise<T>): Promise<T>;
   /** HMAC secret for key hashes (config keySecret or <dataDir>/secret), checked against the database's check value. */
@@ -120,6 +125,8 @@ export async function openStore(config: AppConfig, log: FastifyBaseLogger, optio
     users: new UsersRepo(db),
     invites: new InvitesRepo(db),
     sessions: new ConsoleSessionsRepo(db),
+    files: new FilesRepo(db),
+    batches: new BatchesRepo(db),
     transaction: (fn) =>
       db.transaction().execute((trx) =>
         fn({ accounts: new AccountsRepo(trx), keys: new KeysRepo(trx), audit: new AuditRepo(trx), users: new UsersRepo(trx), invites: new InvitesRepo(trx), sessions: new ConsoleSessionsRepo(trx) }),

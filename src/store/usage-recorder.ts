@@ -53,12 +53,19 @@ export class UsageRecorder implements UsageSink {
         if (this.dropped++ === 0) this.log.error({ rows: maxPendingRows }, "usage buffer full while the database is unreachable; dropping new usage rows");
         return;
       }
-      delta = { keyId: event.keyId, accountId: event.accountId, model: event.model, endpoint: event.endpoint, day, requests: 0, promptTokens: 0, completionTokens: 0 };
+      delta = { keyId: event.keyId, accountId: event.accountId, model: event.model, endpoint: event.endpoint, day, requests: 0, promptTokens: 0, completionTokens: 0, batchRequests: 0, batchPromptTokens: 0, batchCompletionTokens: 0 };
       this.pending.set(id, delta);
     }
+    const prompt = Math.max(0, Math.round(event.promptTokens || 0));
+    const completion = Math.max(0, Math.round(event.completionTokens || 0));
     delta.requests += 1;
-    delta.promptTokens += Math.max(0, Math.round(event.promptTokens || 0));
-    delta.completionTokens += Math.max(0, Math.round(event.completionTokens || 0));
+    delta.promptTokens += prompt;
+    delta.completionTokens += completion;
+    if (event.batch) {
+      delta.batchRequests = (delta.batchRequests ?? 0) + 1;
+      delta.batchPromptTokens = (delta.batchPromptTokens ?? 0) + prompt;
+      delta.batchCompletionTokens = (delta.batchCompletionTokens ?? 0) + completion;
+    }
     if (++this.events >= flushAtEvents) void this.flush();
   }
 

@@ -8,6 +8,8 @@ export interface UsageEvent {
   endpoint: Endpoint;
   promptTokens: number;
   completionTokens: number;
+  /** A Batch API line (counted in the row's batch_* columns too). */
+  batch?: boolean;
 }
 
 /** Takes usage off the hot path; implementations batch their writes. */

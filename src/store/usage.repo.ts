@@ -10,6 +10,10 @@ export interface UsageDelta {
   requests: number;
   promptTokens: number;
   completionTokens: number;
+  /** The part of the above that batch lines made. */
+  batchRequests?: number;
+  batchPromptTokens?: number;
+  batchCompletionTokens?: number;
 }
 
 export interface UsageRow {
@@ -71,12 +75,18 @@ export class UsageRepo {
             requests: d.requests,
             prompt_tokens: d.promptTokens,
             completion_tokens: d.completionTokens,
+            batch_requests: d.batchRequests ?? 0,
+            batch_prompt_tokens: d.batchPromptTokens ?? 0,
+            batch_completion_tokens: d.batchCompletionTokens ?? 0,
           })
           .onConflict((oc) =>
             oc.columns(["key_id", "model", "endpoint", "day"]).doUpdateSet({
               requests: sql`usage.requests + excluded.requests`,
               prompt_tokens: sql`usage.prompt_tokens + excluded.prompt_tokens`,
               completion_tokens: sql`usage.completion_tokens + excluded.completion_tokens`,
+              batch_requests: sql`usage.batch_requests + excluded.batch_requests`,
+              batch_prompt_tokens: sql`usage.batch_prompt_tokens + excluded.batch_prompt_tokens`,
+              batch_completion_tokens: sql`usage.batch_completion_tokens + excluded.batch_completion_tokens`,
             }),
           )
           .execute();

@@ -30,6 +30,7 @@ import {
   UpdateAccountBody,
   UsageList,
   DailyUsageList,
+  AdminBatchList,
   AuditList,
   AuditQuery,
   OnBehalfOfHeaders,
@@ -178,6 +179,33 @@ export default async function adminRoutes(app: FastifyInstance): Promise<void> {
     "/usage/daily",
     { config: { access: "read" }, schema: { operationId: "getDailyUsage", tags, querystring: AccountQuery, response: { 200: Type.Ref(DailyUsageList), ...adminErrors } } },
     async (request) => run(async () => ({ object: "list" as const, data: withSpend(await store().usage.daily(await listedAccount(request, request.query.account))) })),
+  );
+
+  app.get<{ Querystring: AccountQuery }>(
+    "/batches",
+    {
+      config: { access: "read" },
+      schema: { operationId: "listAccountBatches", tags, summary: "The newest 100 Batch API batches of the account (of every account for operators), with progress", querystring: AccountQuery, response: { 200: Type.Ref(AdminBatchList), ...adminErrors } },
+    },
+    async (request) =>
+      run(async () => {
+        const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+        const batches = await store().batches.recent(await listedAccount(request, request.query.account), 100);
+        const data = batches.map((b) => ({
+          id: b.id,
+          accountId: b.accountId,
+          keyId: b.keyId,
+          endpoint: b.endpoint,
+          status: b.status,
+          total: b.total,
+          completed: b.completed,
+          failed: b.failed,
+          createdAt: iso(b.createdAt)!,
+          expiresAt: iso(b.expiresAt)!,
+          endedAt: iso(b.completedAt ?? b.failedAt ?? b.expiredAt ?? b.cancelledAt),
+        }));
+        return { object: "list" as const, data };
+      }),
   );
 
   app.get<{ Querystring: AuditQuery }>(

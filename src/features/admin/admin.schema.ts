@@ -152,6 +152,29 @@ export const UsageList = Type.Object(
   { $id: "UsageList" },
 );
 
+/** An account's Batch API batches with their progress (the console's Batches page). */
+export const AdminBatchList = Type.Object(
+  {
+    object: Type.Literal("list"),
+    data: Type.Array(
+      Type.Object({
+        id: Type.String(),
+        accountId: Type.String(),
+        keyId: Type.String(),
+        endpoint: Type.String(),
+        status: Type.String(),
+        total: Type.Integer(),
+        completed: Type.Integer(),
+        failed: Type.Integer(),
+        createdAt: Timestamp,
+        expiresAt: Timestamp,
+        endedAt: Type.Union([Timestamp, Type.Null()]),
+      }),
+    ),
+  },
+  { $id: "AdminBatchList" },
+);
+
 export const DailyUsageList = Type.Object(
   {
     object: Type.Literal("list"),
@@ -286,4 +309,4 @@ export const AdminModel = Type.Object(
 export const AdminModelList = Type.Object({ object: Type.Literal("list"), data: Type.Array(Type.Ref(AdminModel)) }, { $id: "AdminModelList" });
 
 /** This feature's shared schemas: routes refer to them by `$id`, and the OpenAPI document lists them as components. */
-export const adminSchemas: TSchema[] = [AccountSchema, AccountList, KeySchema, KeyList, CreatedKeySchema, RevokedKeySchema, UsageList, DailyUsageList, AuditList, AdminModel, AdminModelList];
+export const adminSchemas: TSchema[] = [AccountSchema, AccountList, KeySchema, KeyList, CreatedKeySchema, RevokedKeySchema, UsageList, DailyUsageList, AdminBatchList, AuditList, AdminModel, AdminModelList];

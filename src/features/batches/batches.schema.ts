@@ -1,0 +1,128 @@
+import { Type, type Static, type TSchema } from "@sinclair/typebox";
+
+const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+
+/** The OpenAI file object. */
+export const FileObject = Type.Object(
+  {
+    id: Type.String(),
+    object: Type.Literal("file"),
+    bytes: Type.Integer(),
+    created_at: Type.Integer({ description: "Unix seconds" }),
+    filename: Type.String(),
+    purpose: Type.Union([Type.Literal("batch"), Type.Literal("batch_output")]),
+    status: Type.Literal("processed"),
+    expires_at: Type.Null(),
+    status_details: Type.Null(),
+  },
+  { $id: "FileObject" },
+);
+export type FileObject = Static<typeof FileObject>;
+
+export const FileList = Type.Object(
+  {
+    object: Type.Literal("list"),
+    data: Type.Array(Type.Ref(FileObject)),
+    first_id: Nullable(Type.String()),
+    last_id: Nullable(Type.String()),
+    has_more: Type.Boolean(),
+  },
+  { $id: "FileList" },
+);
+
+export const FileDeleted = Type.Object({ id: Type.String(), object: Type.Literal("file"), deleted: Type.Boolean() }, { $id: "FileDeleted" });
+
+export const FileListQuery = Type.Object(
+  {
+    purpose: Type.Optional(Type.String()),
+    limit: Type.Optional(Type.String({ pattern: "^[1-9][0-9]{0,4}$", description: "1 to 10000 (default 10000)" })),
+    after: Type.Optional(Type.String()),
+    order: Type.Optional(Type.Union([Type.Literal("asc"), Type.Literal("desc")])),
+  },
+  { additionalProperties: false },
+);
+export type FileListQuery = Static<typeof FileListQuery>;
+
+/** The fields of POST /v1/files (multipart): read part by part by files.route.ts. */
+export const FileUploadForm = Type.Object(
+  {
+    purpose: Type.Literal("batch", { description: "Only `batch` is accepted" }),
+    file: Type.String({ format: "binary", description: "JSONL, one request per line" }),
+  },
+  { additionalProperties: false },
+);
+
+export const BatchEndpoint = Type.Union([Type.Literal("/v1/chat/completions"), Type.Literal("/v1/embeddings")]);
+export type BatchEndpoint = Static<typeof BatchEndpoint>;
+
+export const BatchStatus = Type.Union(
+  ["validating", "in_progress", "finalizing", "completed", "failed", "expired", "cancelling", "cancelled"].map((s) => Type.Literal(s)),
+);
+
+const Metadata = Type.Record(Type.String({ maxLength: 64 }), Type.String({ maxLength: 512 }), { maxProperties: 16 });
+
+export const CreateBatchRequest = Type.Object(
+  {
+    input_file_id: Type.String({ minLength: 1 }),
+    endpoint: BatchEndpoint,
+    completion_window: Type.Literal("24h"),
+    metadata: Type.Optional(Nullable(Metadata)),
+  },
+  { $id: "CreateBatchRequest", additionalProperties: false },
+);
+export type CreateBatchRequest = Static<typeof CreateBatchRequest>;
+
+/** The OpenAI batch object. */
+export const BatchObject = Type.Object(
+  {
+    id: Type.String(),
+    object: Type.Literal("batch"),
+    endpoint: BatchEndpoint,
+    errors: Nullable(
+      Type.Object({
+        object: Type.Literal("list"),
+        data: Type.Array(Type.Object({ code: Type.String(), message: Type.String(), param: Nullable(Type.String()), line: Nullable(Type.Integer({ description: "1-based line of the input file" })) })),
+      }),
+    ),
+    input_file_id: Type.String(),
+    completion_window: Type.String(),
+    status: BatchStatus,
+    output_file_id: Nullable(Type.String()),
+    error_file_id: Nullable(Type.String()),
+    created_at: Type.Integer(),
+    in_progress_at: Nullable(Type.Integer()),
+    expires_at: Nullable(Type.Integer()),
+    finalizing_at: Nullable(Type.Integer()),
+    completed_at: Nullable(Type.Integer()),
+    failed_at: Nullable(Type.Integer()),
+    expired_at: Nullable(Type.Integer()),
+    cancelling_at: Nullable(Type.Integer()),
+    cancelled_at: Nullable(Type.Integer()),
+    request_counts: Type.Object({ total: Type.Integer(), completed: Type.Integer(), failed: Type.Integer() }),
+    metadata: Nullable(Type.Record(Type.String(), Type.String())),
+  },
+  { $id: "BatchObject" },
+);
+export type BatchObject = Static<typeof BatchObject>;
+
+export const BatchList = Type.Object(
+  {
+    object: Type.Literal("list"),
+    data: Type.Array(Type.Ref(BatchObject)),
+    first_id: Nullable(Type.String()),
+    last_id: Nullable(Type.String()),
+    has_more: Type.Boolean(),
+  },
+  { $id: "BatchList" },
+);
+
+export const BatchListQuery = Type.Object(
+  { limit: Type.Optional(Type.String({ pattern: "^([1-9][0-9]?|100)$", description: "1 to 100 (default 20)" })), after: Type.Optional(Type.String()) },
+  { additionalProperties: false },
+);
+export type BatchListQuery = Static<typeof BatchListQuery>;
+
+export const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 200 }) });
+
+/** This feature's shared schemas: routes refer to them by `$id`, and the OpenAPI document lists them as components. */
+export const batchesSchemas: TSchema[] = [FileObject, FileList, FileDeleted, CreateBatchRequest, BatchObject, BatchList];
