@@ -81,6 +81,7 @@ test("llama.server auto: an engine: llama model with parallel 2 is served by the
     assert.deepEqual(admin.data.map((m) => [m.id, m.engine, m.state]), [["stories", "llama-server", "ready"], ["inproc", "llama", "ready"]]);
     assert.match(server.stderr.join(""), /model stories: engine llama with parallel 2 runs on the managed llama-server/);
     assert.equal(server.stderr.join("").match(/runs on the managed llama-server/g)?.length, 1, "said once");
+    assert.match(server.stdout.join(""), /model stories: ready \(engine llama, served by llama-server\)\nmodel inproc: ready\n/);
 
     const keyOut = writeConfig(dir, { dataDir, adminToken, models: [] }, "cli.yaml");
     await runCli(["accounts", "create", "acme", "--config", keyOut]);
