@@ -1,4 +1,3 @@
-import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { createKey } from "../harness/keys.ts";
 import { testConfig } from "../harness/config.ts";
@@ -6,7 +5,7 @@ import { llamaServerBinary, startLlamaServer } from "../harness/llama-server.ts"
 import { spawnServer, tempDir } from "../harness/server.ts";
 import { shapedModel } from "../harness/shaped-model.ts";
 import { spread, type BenchRow } from "./bench-row.ts";
-import { runNode } from "./processes.ts";
+import { cpuMs, runNode } from "./processes.ts";
 
 /**
  * Issues 24 and 35: concurrent streams on the SmolLM2-135M shape, 1 thread everywhere. The sides, each its own
@@ -24,14 +23,6 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const TOKENS = 96;
 const CONTEXT = 512;
 const root = path.resolve(import.meta.dirname, "..");
-
-/** CPU milliseconds a process has used (user + system, every thread), or NaN where /proc is missing. */
-function cpuMs(pid: number | undefined): number {
-  const stat = `/proc/${pid}/stat`;
-  if (pid === undefined || !existsSync(stat)) return Number.NaN;
-  const fields = readFileSync(stat, "utf8").split(") ")[1]!.split(" ");
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // clock ticks (USER_HZ 100)
-}
 
 export default async function batchingBench(): Promise<BenchRow[]> {
   const model = shapedModel();
