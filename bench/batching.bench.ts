@@ -1,4 +1,3 @@
-import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { createKey } from "../harness/keys.ts";
 import { testConfig } from "../harness/config.ts";
@@ -6,13 +5,14 @@ import { llamaServerBinary, startLlamaServer } from "../harness/llama-server.ts"
 import { spawnServer, tempDir } from "../harness/server.ts";
 import { shapedModel } from "../harness/shaped-model.ts";
 import { spread, type BenchRow } from "./bench-row.ts";
-import { runNode } from "./processes.ts";
+import { cpuMs, runNode } from "./processes.ts";
 
 /**
  * Issues 24 and 35: concurrent streams on the SmolLM2-135M shape, 1 thread everywhere. The sides, each its own
  * process, read by bench/clients/stream-client.mjs (its own process): `modelgate serve` with the in-process `llama`
- * engine (parallel 4, and parallel 8 for 8 streams), `modelgate serve` with `engine: llama-server` (a managed
- * llama-server), and llama-server straight (-np 4, and -np 8 for 8 streams). Each round runs every side's single
+ * engine (parallel 4, and parallel 8 for 8 streams; `llama.server: never`), a second `modelgate serve` whose
+ * `engine: llama` entry (parallel 4) runs on the managed llama-server (`llama.server: auto` with a built binary, as
+ * after `modelgate engines build llama-server`), and llama-server straight (-np 4, and -np 8 for 8 streams). Each round runs every side's single
  * stream and concurrent streams (aggregate tok/s), the order of the sides rotating each round; RUNS rounds.
  * On Linux it also reads the CPU time the serving process spent per token (the gateway process for in-process;
  * llama-server's own): steadier than wall time on a shared machine, and what capacity is made of. The shaped model
@@ -24,41 +24,41 @@ const TOKENS = 96;
 const CONTEXT = 512;
 const root = path.resolve(import.meta.dirname, "..");
 
-/** CPU milliseconds a process has used (user + system, every thread), or NaN where /proc is missing. */
-function cpuMs(pid: number | undefined): number {
-  const stat = `/proc/${pid}/stat`;
-  if (pid === undefined || !existsSync(stat)) return Number.NaN;
-  const fields = readFileSync(stat, "utf8").split(") ")[1]!.split(" ");
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // clock ticks (USER_HZ 100)
-}
-
 export default async function batchingBench(): Promise<BenchRow[]> {
   const model = shapedModel();
   const dir = tempDir("bench-batching-");
+  const plans = { bench: { rateLimit: { requests: 10_000_000, window: "1m" } } };
   const raw = {
     dataDir: dir,
-    plans: { bench: { rateLimit: { requests: 10_000_000, window: "1m" } } },
+    plans,
     defaultPlan: "bench",
+    llama: { server: "never" },
     models: [
       { id: "inproc", engine: "llama", source: model, capabilities: ["chat"], contextSize: CONTEXT, parallel: 4, threads: 1 },
       { id: "inproc8", engine: "llama", source: model, capabilities: ["chat"], contextSize: CONTEXT, parallel: 8, threads: 1 },
-      { id: "managed", engine: "llama-server", binary: llamaServerBinary(), source: model, capabilities: ["chat"], contextSize: CONTEXT, parallel: 4, threads: 1 },
     ],
   };
+  // The same engine: llama entry, placed on the managed llama-server by llama.server: auto (same data dir and key).
+  const placed = {
+    ...raw,
+    llama: { server: "auto", serverBinary: llamaServerBinary() },
+    models: [{ id: "managed", engine: "llama", source: model, capabilities: ["chat"], contextSize: CONTEXT, parallel: 4, threads: 1 }],
+  };
   const gateway = await spawnServer(raw, dir);
+  const onServer = await spawnServer(placed, dir);
   const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));
   const ca = path.join(dir, "tls/cert.pem");
   const direct = await startLlamaServer(model, ["-c", String(CONTEXT * 4), "-np", "4", "-t", "1", "-tb", "1"]);
   const direct8 = await startLlamaServer(model, ["-c", String(CONTEXT * 8), "-np", "8", "-t", "1", "-tb", "1"]);
   const client = async (url: string, id: string, concurrency: number, auth: string[]) =>
     (JSON.parse(await runNode([path.join(root, "bench/clients/stream-client.mjs"), url, id, String(TOKENS), "1", ...auth, String(concurrency)])) as { tokensPerSecond: number }).tokensPerSecond;
-  const viaGateway = (id: string) => (c: number) => client(`${gateway.origin}/v1/chat/completions`, id, c, [key, ca]);
+  const viaGateway = (id: string, origin = gateway.origin) => (c: number) => client(`${origin}/v1/chat/completions`, id, c, [key, ca]);
   const straight = (origin: string) => (c: number) => client(`${origin}/v1/chat/completions`, "direct", c, ["", ""]);
   // Each side and the stream counts it runs in a round.
   // The process whose CPU a side's tokens cost (none for managed: the work is split between two processes).
   const sides = {
     "in-process": { run: viaGateway("inproc"), counts: [1, 4], pid: gateway.child.pid },
-    managed: { run: viaGateway("managed"), counts: [1, 4], pid: undefined },
+    managed: { run: viaGateway("managed", onServer.origin), counts: [1, 4], pid: undefined },
     "llama-server": { run: straight(direct.origin), counts: [1, 4], pid: direct.child.pid },
     "in-process p8": { run: viaGateway("inproc8"), counts: [8], pid: gateway.child.pid },
     "llama-server np8": { run: straight(direct8.origin), counts: [8], pid: direct8.child.pid },
@@ -85,6 +85,7 @@ export default async function batchingBench(): Promise<BenchRow[]> {
     }
   } finally {
     await gateway.stop();
+    await onServer.stop();
     await direct.stop();
     await direct8.stop();
   }
@@ -101,8 +102,11 @@ export default async function batchingBench(): Promise<BenchRow[]> {
     ratioRow("batching: in-process llama parallel 8, 8 streams vs 1 stream (parallel 4)", rate("in-process p8", 8), rate("in-process", 1), "report"),
     ratioRow("batching: in-process llama vs llama-server, 8 streams aggregate (parallel 8, -np 8)", rate("in-process p8", 8), rate("llama-server np8", 8), "report"),
     ratioRow("batching: llama-server straight, 8 streams (-np 8) vs 1 (reference)", rate("llama-server np8", 8), rate("llama-server", 1), "reference"),
-    ratioRow("managed llama-server engine vs llama-server straight, 1 stream", rate("managed", 1), rate("llama-server", 1), ">= 0.97"),
-    ratioRow("managed llama-server engine vs llama-server straight, 4 streams", rate("managed", 4), rate("llama-server", 4), ">= 0.97"),
+    ratioRow("engine: llama on the managed llama-server (llama.server auto) vs llama-server straight, 1 stream", rate("managed", 1), rate("llama-server", 1), ">= 0.97"),
+    ratioRow("engine: llama on the managed llama-server (llama.server auto) vs llama-server straight, 4 streams", rate("managed", 4), rate("llama-server", 4), ">= 0.97"),
+    ratioRow("engine: llama on the managed llama-server, 4 streams vs 1", rate("managed", 4), rate("managed", 1), "report"),
+    ratioRow("engine: llama, 4 streams aggregate: on the managed llama-server vs in-process", rate("managed", 4), rate("in-process", 4), "report"),
+    ratioRow("engine: llama, 1 stream: on the managed llama-server vs in-process", rate("managed", 1), rate("in-process", 1), "report"),
     ...(Number.isNaN(cpu("in-process", 1)[0]!)
       ? []
       : [

@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { startListening, type Peer } from "../harness/peers.ts";
 
@@ -49,4 +50,12 @@ export async function throughput(options: Parameters<typeof autocannon>[0]): Pro
   const load = await autocannon(options);
   if (load.failed > 0) throw new Error(`${options.url}: ${load.failed} failed requests`);
   return load.rps;
+}
+
+/** CPU milliseconds a process has used (user + system, every thread), or NaN where /proc is missing (Linux only). */
+export function cpuMs(pid: number | undefined): number {
+  const stat = `/proc/${pid}/stat`;
+  if (pid === undefined || !existsSync(stat)) return Number.NaN;
+  const fields = readFileSync(stat, "utf8").split(") ")[1]!.split(" ");
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // clock ticks (USER_HZ 100)
 }

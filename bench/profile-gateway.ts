@@ -1,24 +1,34 @@
 import path from "node:path";
 import { createKey } from "../harness/keys.ts";
 import { testConfig } from "../harness/config.ts";
+import { startCanned } from "../harness/peers.ts";
 import { spawnServer, tempDir } from "../harness/server.ts";
 import { throughput } from "./processes.ts";
 
 /**
- * `node --import tsx bench/profile-gateway.ts OUT_DIR`: the gateway bench's load (authenticated GET /v1/models,
- * c=16, 10 s) on a server started with `--cpu-prof`; the .cpuprofile lands in OUT_DIR (open it in Chrome DevTools).
+ * `node --import tsx bench/profile-gateway.ts OUT_DIR [models|chat]`: a gateway bench's load on a server started
+ * with `--cpu-prof`; the .cpuprofile lands in OUT_DIR (open it in Chrome DevTools, or
+ * `node bench/profile-top.mjs FILE` for the top frames by self time).
+ * - `models` (default): authenticated GET /v1/models, c=16, 10 s (bench/gateway.bench.ts);
+ * - `chat`: non-stream chat through `engine: upstream` to the canned upstream, c=16, 10 s (bench/upstream.bench.ts).
  */
 const out = path.resolve(process.argv[2] ?? "profiles");
+const what = process.argv[3] ?? "models";
 const dir = tempDir("profile-gateway-");
+const canned = what === "chat" ? await startCanned() : null;
 const raw = {
   dataDir: dir,
   plans: { bench: { rateLimit: { requests: 100_000_000, window: "1m" } } },
   defaultPlan: "bench",
-  models: [{ id: "bench-chat", engine: "llama", source: "/nonexistent/bench-chat.gguf", capabilities: ["chat"], load: "lazy" }],
+  models: canned
+    ? [{ id: "canned", engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `http://127.0.0.1:${canned.port}/v1`, model: "canned", maxInFlight: 256 }] }]
+    : [{ id: "bench-chat", engine: "llama", source: "/nonexistent/bench-chat.gguf", capabilities: ["chat"], load: "lazy" }],
 };
 const gateway = await spawnServer(raw, dir, [], { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${out}` });
 const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));
-const url = `${gateway.origin}/v1/models`;
-await throughput({ url, key, seconds: 2 });
-console.log(`req/s: ${(await throughput({ url, key, seconds: 10 })).toFixed(0)}`);
+const url = canned ? `${gateway.origin}/v1/chat/completions` : `${gateway.origin}/v1/models`;
+const body = canned ? JSON.stringify({ model: "canned", messages: [{ role: "user", content: "Hello" }] }) : undefined;
+await throughput({ url, key, body, seconds: 2 });
+console.log(`req/s: ${(await throughput({ url, key, body, seconds: 10 })).toFixed(0)}`);
 await gateway.stop();
+canned?.child.kill();

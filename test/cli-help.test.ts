@@ -15,7 +15,7 @@ test("modelgate --version, help, and <command> [<subcommand>] --help with option
   const top = await runCli(["help"]);
   assert.equal(top.code, 0);
   assert.match(top.stdout, /usage: modelgate <command>/);
-  for (const command of ["serve", "accounts", "keys", "usage", "audit", "migrate", "models", "pull"]) {
+  for (const command of ["serve", "accounts", "keys", "usage", "audit", "migrate", "models", "pull", "engines"]) {
     for (const argv of [[command, "--help"], ["help", command]]) {
       const out = await runCli(argv);
       assert.equal(out.code, 0, `${argv.join(" ")}: ${out.stderr}`);

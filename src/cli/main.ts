@@ -17,6 +17,7 @@ const commands: Record<string, () => Promise<Command>> = {
   migrate: async () => (await import("./migrate.ts")).migrateCommand,
   models: async () => (await import("./models.ts")).modelsCommand,
   pull: async () => (await import("./pull.ts")).pullCommand,
+  engines: async () => (await import("./engines.ts")).enginesCommand,
 };
 
 const usage = `usage: modelgate <command> [options]
@@ -33,6 +34,8 @@ commands:
   migrate                                run the database migrations (as database.migrationUrl's role)
   models list                            show configured models and their local state
   pull [<ref>] [--dtype D]               download models from the Hugging Face hub
+  engines build llama-server             build llama.cpp's server into the data dir (llama models with parallel > 1 run on it)
+  engines status                         whether llama-server is built
   help [<command>]                       this text, or a command's options and an example
 
 global options:

@@ -43,7 +43,8 @@ function describeModels(config: AppConfig, stats: { id: string; state: string; e
       return pull ? `model ${s.id}: missing (${entry.path}); run: ${pull}` : `model ${s.id}: missing: no file at ${entry.path} (fix its source in the config)`;
     }
     if (s.state === "failed") return `model ${s.id}: failed to load: ${s.error}`;
-    return `model ${s.id}: ${s.state}`;
+    const placed = entry.configuredEngine && entry.configuredEngine !== entry.engine ? ` (engine ${entry.configuredEngine}, served by ${entry.engine})` : "";
+    return `model ${s.id}: ${s.state}${placed}`;
   });
 }
 

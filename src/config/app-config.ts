@@ -93,6 +93,19 @@ export interface ModelEntry {
   limits: InputLimits;
   /** The engine's own fields, validated (and defaulted) by the schema its kind declares. */
   options: Readonly<Record<string, unknown>>;
+  /**
+   * The engine the config named, when another serves the entry: `llama` for an entry that runs on the managed
+   * llama-server (`llama.server`, engine then `llama-server`). Unset otherwise.
+   */
+  configuredEngine?: string;
+}
+
+/** Where `engine: llama` entries run (top-level `llama` of the config). */
+export interface LlamaSettings {
+  /** auto: entries with parallel > 1 on the managed llama-server when it is built; never: in-process; always: on it. */
+  server: "auto" | "never" | "always";
+  /** A llama-server binary to use instead of the one `modelgate engines build llama-server` puts in the data dir. */
+  serverBinary: string | null;
 }
 
 export interface OidcSettings {
@@ -167,6 +180,7 @@ export interface AppConfig {
   /** By name; a Map, so a name like `constructor` is just an unknown plan. */
   plans: ReadonlyMap<string, Plan>;
   models: ModelEntry[];
+  llama: LlamaSettings;
   pull: "auto" | "never";
   /** True when no `models` were configured and the built-in catalog is served. */
   usingDefaultCatalog: boolean;

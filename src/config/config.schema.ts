@@ -277,6 +277,18 @@ export const Config = Type.Object(
     currency: Type.Optional(Type.String({ pattern: "^[A-Z]{3}$" })),
     plans: Type.Optional(Type.Record(Type.String(), PlanConfig)),
     models: Type.Optional(Type.Array(ModelConfig)),
+    /** Where `engine: llama` entries run (docs/engines.md, "llama on the managed llama-server"). */
+    llama: Type.Optional(
+      Type.Object(
+        {
+          /** auto (default): entries with parallel > 1 run on the managed llama-server when it is built; never; always. */
+          server: Type.Optional(Type.Union([Type.Literal("auto"), Type.Literal("never"), Type.Literal("always")])),
+          /** A llama-server binary instead of the one `modelgate engines build llama-server` builds into the data dir. */
+          serverBinary: Type.Optional(Type.String({ minLength: 1 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
     /** `auto` pulls missing hub models at start. */
     pull: Type.Optional(Type.Union([Type.Literal("auto"), Type.Literal("never")])),
   },

@@ -1,5 +1,5 @@
 import type { TObject } from "@sinclair/typebox";
-import type { ModelEntry } from "./app-config.ts";
+import type { LlamaSettings, ModelEntry } from "./app-config.ts";
 
 /**
  * What the config loader needs to know about engines, handed in by the caller (the engine registry implements it),
@@ -17,4 +17,9 @@ export interface EngineKinds {
   resolvePaths(kind: string, options: Record<string, unknown>, configDir: string): Record<string, unknown>;
   /** Why the entry claims a capability its engine cannot provide ("cannot do tools"), or null when it does not. */
   unsupportedClaim(entry: ModelEntry): string | null;
+  /**
+   * The entry to serve: the entry itself, or one another engine runs (`engine: llama` on the managed llama-server,
+   * per `llama.server`); throws an Error whose message is the config error.
+   */
+  place(entry: ModelEntry, settings: { llama: LlamaSettings; dataDir: string }): ModelEntry;
 }

@@ -3,7 +3,7 @@ import path from "node:path";
 import { Value } from "@sinclair/typebox/value";
 import YAML from "yaml";
 import { Config, allEndpoints, modelBaseProperties, type ConfigInput, type ModelConfigInput, type PlanConfig } from "./config.schema.ts";
-import type { AppConfig, ConsoleSettings, InputLimits, ModelEntry, Plan } from "./app-config.ts";
+import type { AppConfig, ConsoleSettings, InputLimits, LlamaSettings, ModelEntry, Plan } from "./app-config.ts";
 import type { EngineKinds } from "./engine-kinds.ts";
 import { parseDuration } from "./duration.ts";
 import { parseMoney } from "./money.ts";
@@ -169,6 +169,8 @@ export interface ModelContext {
   dataDir: string;
   serverTimeoutMs: number;
   engines: EngineKinds;
+  /** Where llama entries run (default: auto, the data dir's build). */
+  llama?: LlamaSettings;
   file?: string;
   index?: number;
 }
@@ -213,7 +215,11 @@ export function resolveModel(model: ModelConfigInput, ctx: ModelContext): ModelE
   };
   const claim = ctx.engines.unsupportedClaim(entry);
   if (claim) throw new ConfigError(`${file}: models[${index}] "${model.id}": ${claim}`);
-  return entry;
+  try {
+    return ctx.engines.place(entry, { llama: ctx.llama ?? { server: "auto", serverBinary: null }, dataDir: ctx.dataDir });
+  } catch (err) {
+    throw new ConfigError(`${file}: models[${index}] "${model.id}": ${(err as Error).message}`);
+  }
 }
 
 /**
@@ -254,6 +260,10 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
     throw new ConfigError(`${file ?? "config"}: database.migrationUrl (DATABASE_MIGRATION_URL) needs database.url (DATABASE_URL): the serving role's URL, whose role the migration grants its privileges to`);
   }
 
+  const llama: LlamaSettings = {
+    server: input.llama?.server ?? "auto",
+    serverBinary: input.llama?.serverBinary ? path.resolve(configDir, input.llama.serverBinary) : null,
+  };
   const usingDefaultCatalog = input.models === undefined;
   const modelConfigs = input.models ?? defaultCatalog;
   const seen = new Set<string>();
@@ -308,7 +318,8 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
     defaultPlan,
     currency: input.currency ?? "USD",
     plans,
-    models: modelConfigs.map((m, index) => resolveModel(m, { configDir, dataDir, serverTimeoutMs: requestTimeoutMs, engines, file: file ?? "config", index })),
+    models: modelConfigs.map((m, index) => resolveModel(m, { configDir, dataDir, serverTimeoutMs: requestTimeoutMs, engines, llama, file: file ?? "config", index })),
+    llama,
     pull: input.pull ?? "never",
     usingDefaultCatalog,
   };

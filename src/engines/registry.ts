@@ -1,8 +1,9 @@
-import type { ModelEntry } from "../config/app-config.ts";
+import type { LlamaSettings, ModelEntry } from "../config/app-config.ts";
 import type { EngineKinds } from "../config/engine-kinds.ts";
 import { unsupportedCapabilities } from "./capabilities.ts";
 import type { EngineKind, EngineLog } from "./engine-kind.ts";
 import { llamaServerKind } from "./llama-server/llama-server.kind.ts";
+import { placeLlamaEntry } from "./llama-server/llama-placement.ts";
 import type { Engine, EngineSupport } from "./engine.ts";
 import { llamaKind } from "./llama/llama.kind.ts";
 import { onnxKind } from "./onnx/onnx.kind.ts";
@@ -62,6 +63,10 @@ export class EngineRegistry implements EngineKinds {
     if (missing.length === 0) return null;
     const can = [...support.endpoints, ...support.features].join(", ");
     return `engine ${entry.engine} cannot do ${missing.map((c) => `"${c}"`).join(", ")} for this model (it can do: ${can})`;
+  }
+
+  place(entry: ModelEntry, settings: { llama: LlamaSettings; dataDir: string }): ModelEntry {
+    return this.kinds.has("llama-server") ? placeLlamaEntry(entry, settings.llama, settings.dataDir) : entry;
   }
 
   companionRefs(entry: ModelEntry): string[] {

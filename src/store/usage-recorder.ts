@@ -44,8 +44,21 @@ export class UsageRecorder implements UsageSink {
   /** Usage that could not be kept because the buffer was full during an outage. */
   dropped = 0;
 
+  /** The UTC day of the last record, and until when it holds (a Date and its ISO string per request cost ~1% of CPU). */
+  private day = "";
+  private dayEndsAt = 0;
+
+  private today(): string {
+    const now = Date.now();
+    if (now >= this.dayEndsAt) {
+      this.day = new Date(now).toISOString().slice(0, 10);
+      this.dayEndsAt = Date.parse(`${this.day}T00:00:00.000Z`) + 86_400_000;
+    }
+    return this.day;
+  }
+
   record(event: UsageEvent): void {
-    const day = new Date().toISOString().slice(0, 10);
+    const day = this.today();
     const id = rowId({ ...event, day });
     let delta = this.pending.get(id);
     if (!delta) {

@@ -62,6 +62,13 @@ export class ManagedLlamaServerEngine implements Engine, ChatPort<UpstreamPrepar
 
   async load(signal?: AbortSignal): Promise<void> {
     const options = llamaServerOptions(this.entry);
+    if (this.entry.configuredEngine === "llama") {
+      // `engine: llama` placed here by `llama.server` (llama-placement.ts): said once, when the model loads.
+      this.log.info(
+        { model: this.entry.id, engine: "llama-server", configuredEngine: "llama", parallel: this.entry.parallel, binary: options.binary },
+        `model ${this.entry.id}: engine llama with parallel ${this.entry.parallel} runs on the managed llama-server (llama.server: never keeps it in-process)`,
+      );
+    }
     this.process = await LlamaServerProcess.start(
       { binary: options.binary, args: llamaServerArgs(this.entry), startTimeoutMs: parseDuration(options.startTimeout ?? "120s") },
       this.log,

@@ -194,7 +194,7 @@ export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, E
         signal,
         async (client) => {
           const deltas: ChatDelta[] = [];
-          for await (const delta of this.streamFrom(client, req, prepared, signal)) deltas.push(delta);
+          for await (const batch of this.deltaBatches(client, req, prepared, signal)) for (const delta of batch) deltas.push(delta);
           return deltas;
         },
         key,
@@ -222,8 +222,17 @@ export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, E
     }
   }
 
-  /** One upstream call's deltas, ending with `done`; every failure is mapped (`UpstreamUnavailable` when retryable). */
+  /** One upstream call's deltas, one at a time (for a streaming client). */
   private async *streamFrom(client: UpstreamClient, req: ChatRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncGenerator<ChatDelta> {
+    for await (const batch of this.deltaBatches(client, req, prepared, signal)) yield* batch;
+  }
+
+  /**
+   * One upstream call's deltas, ending with `done`, as arrays: the deltas of each read of the upstream's body (a
+   * buffered answer collects them without a step per delta); every failure is mapped (`UpstreamUnavailable` when
+   * retryable).
+   */
+  private async *deltaBatches(client: UpstreamClient, req: ChatRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncGenerator<ChatDelta[]> {
     const watchdog = new StallWatchdog(this.timeouts.firstByteMs, this.timeouts.idleMs);
     const callSignal = AbortSignal.any([signal, watchdog.signal]);
     const reader = new ChunkReader();
@@ -231,11 +240,23 @@ export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, E
       const body = toWireChat(req, { model: client.target.model, maxTokens: prepared.asked, defaults: this.entry.defaults });
       const response = await client.send({ path: "/chat/completions", json: body, signal: callSignal, contextParam: "messages", streaming: true });
       try {
-        for await (const event of sseEvents(response.body)) {
+        for await (const events of sseEvents(response.body)) {
           watchdog.beat();
-          const chunk = parseChunk(event.data, client.origin);
-          if (chunk.error !== undefined) throw streamError(chunk.error, client.origin);
-          yield* reader.read(chunk);
+          const deltas: ChatDelta[] = [];
+          let failure: unknown = null;
+          for (const event of events) {
+            try {
+              const chunk = parseChunk(event.data, client.origin);
+              if (chunk.error !== undefined) throw streamError(chunk.error, client.origin);
+              for (const delta of reader.read(chunk)) deltas.push(delta);
+            } catch (err) {
+              failure = err;
+              break;
+            }
+          }
+          // What came before a malformed or error event goes out first, as when each event was its own step.
+          if (deltas.length > 0) yield deltas;
+          if (failure !== null) throw failure;
         }
       } finally {
         if (!response.body.readableEnded) response.body.destroy();
@@ -250,7 +271,7 @@ export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, E
     }
     // No usage from the upstream: the prompt as counted in prepare (0 when not counted) and one token per piece.
     const usage = reader.usage ?? { promptTokens: prepared.promptTokens, completionTokens: reader.pieces };
-    yield { type: "done", finishReason: reader.finishReason, usage };
+    yield [{ type: "done", finishReason: reader.finishReason, usage }];
   }
 
   prepareEmbed(): PreparedEmbed {

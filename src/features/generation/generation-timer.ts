@@ -1,5 +1,30 @@
+import type { Histogram } from "prom-client";
 import type { Metrics } from "../../metrics/metrics.ts";
 import type { RequestContext } from "../request-context.ts";
+
+/** One model's timing series. */
+interface ModelSeries {
+  ttft: Histogram.Internal<"model">;
+  interToken: Histogram.Internal<"model">;
+  generationRate: Histogram.Internal<"model">;
+}
+
+/**
+ * The series per model, looked up once (prom-client hashes a label object on every `observe(labels, v)`: once per
+ * generated piece, that was 2% of the CPU of a non-stream chat through an upstream).
+ */
+const seriesByMetrics = new WeakMap<Metrics, Map<string, ModelSeries>>();
+
+function seriesFor(metrics: Metrics, model: string): ModelSeries {
+  let byModel = seriesByMetrics.get(metrics);
+  if (!byModel) seriesByMetrics.set(metrics, (byModel = new Map()));
+  let series = byModel.get(model);
+  if (!series) {
+    series = { ttft: metrics.ttft.labels({ model }), interToken: metrics.interToken.labels({ model }), generationRate: metrics.generationRate.labels({ model }) };
+    byModel.set(model, series);
+  }
+  return series;
+}
 
 /**
  * Times one generation as its deltas arrive from the engine: time to first token (from the request's arrival),
@@ -8,12 +33,15 @@ import type { RequestContext } from "../request-context.ts";
 export class GenerationTimer {
   private first: number | null = null;
   private last = 0;
+  private readonly series: ModelSeries;
 
   constructor(
-    private readonly metrics: Metrics,
-    private readonly model: string,
+    metrics: Metrics,
+    model: string,
     private readonly request: RequestContext,
-  ) {}
+  ) {
+    this.series = seriesFor(metrics, model);
+  }
 
   piece(): void {
     const now = performance.now();
@@ -21,15 +49,15 @@ export class GenerationTimer {
       this.first = now;
       const ttftMs = this.request.elapsedMs();
       if (this.request.outcome) this.request.outcome.ttftMs = ttftMs;
-      this.metrics.ttft.observe({ model: this.model }, ttftMs / 1000);
+      this.series.ttft.observe(ttftMs / 1000);
     } else {
-      this.metrics.interToken.observe({ model: this.model }, (now - this.last) / 1000);
+      this.series.interToken.observe((now - this.last) / 1000);
     }
     this.last = now;
   }
 
   finish(completionTokens: number): void {
     if (this.first === null || completionTokens < 2 || this.last <= this.first) return;
-    this.metrics.generationRate.observe({ model: this.model }, (completionTokens - 1) / ((this.last - this.first) / 1000));
+    this.series.generationRate.observe((completionTokens - 1) / ((this.last - this.first) / 1000));
   }
 }
