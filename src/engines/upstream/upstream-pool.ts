@@ -5,6 +5,9 @@ import { AffinityRing, placeBounded } from "./affinity-ring.ts";
 import type { PoolMember, MemberStats } from "./pool-member.ts";
 import { UpstreamUnavailable } from "./upstream-errors.ts";
 
+/** Conversations remembered where they last spilled, per pool (about 100 bytes each). */
+const SETTLED_MAX = 100_000;
+
 export type Routing = "least-outstanding" | "round-robin" | "weighted" | "prefix-affinity";
 
 export interface PoolOptions {
@@ -42,6 +45,8 @@ export class UpstreamPool {
   private healthTimer: NodeJS.Timeout | null = null;
   private readonly ring: AffinityRing<PoolMember> | null = null;
   private readonly placements = new Map<PoolMember, AffinityPlacements>();
+  /** Conversations (keys) whose last turn ran past their ring owner: where that was, oldest first, at most SETTLED_MAX. */
+  private readonly settled = new Map<number, PoolMember>();
 
   constructor(
     readonly members: PoolMember[],
@@ -97,6 +102,7 @@ export class UpstreamPool {
       member.inFlight++;
       try {
         const value = await member.attempt(() => establish(member));
+        if (this.ring && key !== null) this.settle(key, member);
         let released = false;
         return {
           value,
@@ -148,17 +154,34 @@ export class UpstreamPool {
     }
   }
 
-  /** The key's ring owner, or the next upstream clockwise with room under the load bound; counted by why. */
+  /**
+   * The upstream that holds the conversation's cache (where it last spilled, else its ring owner), or the next one
+   * clockwise with room under the load bound; counted by why.
+   */
   private pickAffine(key: number, exclude: Set<PoolMember>, retrying: boolean): PoolMember | null {
-    const placed = placeBounded(this.ring!, key, this.options.loadFactor, {
-      up: (m) => m.state !== "ejected",
-      mayTake: (m) => !exclude.has(m) && m.available(),
-      inFlight: (m) => m.inFlight,
-      weight: (m) => m.options.weight,
-    });
+    const view = {
+      up: (m: PoolMember) => m.state !== "ejected",
+      mayTake: (m: PoolMember) => !exclude.has(m) && m.available(),
+      inFlight: (m: PoolMember) => m.inFlight,
+      weight: (m: PoolMember) => m.options.weight,
+    };
+    const placed = placeBounded(this.ring!, key, this.options.loadFactor, view, this.settled.get(key) ?? null);
     if (!placed) return null;
     this.placements.get(placed.member)![retrying ? "retry" : placed.placement]++;
     return placed.member;
+  }
+
+  /**
+   * Where a conversation's turn ran: remembered when that is past its ring owner (a spill, or a retry), forgotten
+   * when it is the owner again. Only the bound and failed attempts settle a key elsewhere: an upstream that is
+   * ejected hands its keys to the next one as their owner, so they go back when it returns.
+   */
+  private settle(key: number, member: PoolMember): void {
+    const owner = [...this.ring!.walk(key)].find((m) => m.state !== "ejected");
+    this.settled.delete(key);
+    if (member === owner) return;
+    this.settled.set(key, member);
+    if (this.settled.size > SETTLED_MAX) this.settled.delete(this.settled.keys().next().value!);
   }
 
   /** Smooth weighted round robin: over any window, each upstream gets its share of weight, interleaved. */
