@@ -39,7 +39,8 @@ before(async () => {
         capabilities: ["chat"],
         upstreams: replays.map((r) => ({ url: r.url, model: "m" })),
         routing: "prefix-affinity",
-        health: { interval: "100ms", unhealthyAfter: 1, healthyAfter: 1 },
+        // Two missed checks of 250 ms eject: one slow answer on a loaded machine must not (it did at 100 ms and 1).
+        health: { interval: "250ms", unhealthyAfter: 2, healthyAfter: 1 },
       },
     ],
   });
