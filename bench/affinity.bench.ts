@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { loadavg } from "node:os";
 import path from "node:path";
 import { createKey } from "../harness/keys.ts";
 import { testConfig } from "../harness/config.ts";
@@ -39,12 +40,15 @@ export default async function affinityBench(): Promise<BenchRow[]> {
   const dir = tempDir("bench-affinity-");
   const upstreams = await Promise.all([0, 1, 2].map(() => startLlamaServer(shapedModel(), ["-c", "4096", "-np", "2", "-t", "1", "--metrics", "--cache-ram", "1024"])));
   const adminToken = "Bx5Nm9Qw3Er7Ty1Ui6Op0As4Df8Gh2Jk";
+  // The same for every side: on a loaded 2-core machine a turn queued behind two others on an upstream can wait
+  // longer than the default 30 s between events, which would end the run, not measure the routing.
+  const timeouts = { firstByte: "10m", idle: "10m", total: "30m" };
   const raw = {
     dataDir: dir,
     adminToken,
     plans: { bench: { rateLimit: { requests: 10_000_000, window: "1m" } } },
     defaultPlan: "bench",
-    models: sides.map((id) => ({ id, engine: "upstream", capabilities: ["chat"], upstreams: upstreams.map((u) => ({ url: `${u.origin}/v1`, model: "shaped" })), routing: routing[id] })),
+    models: sides.map((id) => ({ id, engine: "upstream", capabilities: ["chat"], upstreams: upstreams.map((u) => ({ url: `${u.origin}/v1`, model: "shaped" })), routing: routing[id], timeouts })),
   };
   const gateway = await spawnServer(raw, dir);
   const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));
@@ -58,7 +62,7 @@ export default async function affinityBench(): Promise<BenchRow[]> {
         const seed = String(i * 10 + sides.indexOf(side) + 1);
         const args = [path.join(import.meta.dirname, "clients/conversations-client.mjs"), `${gateway.origin}/v1/chat/completions`, side, seed, key, ca, upstreams.map((u) => u.origin).join(",")];
         const outcome = JSON.parse(await runNode(args)) as Outcome;
-        process.stderr.write(`  run ${i + 1}/${RUNS} ${side}: ${JSON.stringify(outcome)}\n`);
+        process.stderr.write(`  run ${i + 1}/${RUNS} ${side} (load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}): ${JSON.stringify(outcome)}\n`);
         results[side].push(outcome);
       }
     }

@@ -119,3 +119,16 @@ test("bounded loads with weights: the bound is per unit of weight; an upstream t
   assert.deepEqual(placeBounded(ring, key, 1.25, full), { member: members[0], placement: "spill" });
   assert.equal(placeBounded(ring, key, 1.25, { ...view, mayTake: () => false }), null);
 });
+
+test("a key settled past its owner (where it last spilled) goes there first while it has room, as a hit; else the ring order", () => {
+  const members = nodes(3);
+  const ring = ringOf(members);
+  const key = keys[11];
+  const [owner, next, last] = [...ring.walk(key)];
+  assert.deepEqual(placeBounded(ring, key, 1.25, view, last), { member: last, placement: "owner" });
+  last.inFlight = 1; // 2 in flight with the new one: the bound is ceil(1.25 × 2/3) = 1, so the settled member is full
+  assert.deepEqual(placeBounded(ring, key, 1.25, view, last), { member: owner, placement: "owner" });
+  assert.deepEqual(placeBounded(ring, key, 1.25, { ...view, mayTake: (m) => m === next }, last), { member: next, placement: "spill" });
+  last.up = false;
+  assert.deepEqual(placeBounded(ring, key, 1.25, view, last), { member: owner, placement: "owner" }, "a settled member that is down is skipped");
+});

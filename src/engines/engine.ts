@@ -209,7 +209,7 @@ export interface UpstreamStats {
   affinity?: AffinityPlacements;
 }
 
-/** Attempts placed on an upstream: as the key's ring owner, spilled from a busier owner, or as a retry. */
+/** Attempts placed on an upstream: as the key's home (its ring owner, or where it settled after a spill), spilled from a busier one, or as a retry. */
 export interface AffinityPlacements {
   owner: number;
   spill: number;

@@ -119,7 +119,7 @@ export class Metrics {
     });
     new Counter({
       name: "modelgate_upstream_affinity_placements_total",
-      help: "prefix-affinity pools: attempts placed on an upstream as their conversation's ring owner, spilled past a busier owner, or retried",
+      help: "prefix-affinity pools: attempts placed on an upstream that holds their conversation's cache (its ring owner, or where it settled after a spill), spilled past a busier one, or retried",
       labelNames: ["model", "upstream", "placement"],
       registers,
       collect() {
@@ -166,7 +166,7 @@ export class Metrics {
     gauge("modelgate_upstream_in_flight", "Requests in flight to an upstream", ["model", "upstream"], (g, all) =>
       all.forEach((s) => s.upstreams?.forEach((u) => g.set({ model: s.id, upstream: u.url }, u.inFlight))),
     );
-    gauge("modelgate_upstream_affinity_hit_ratio", "prefix-affinity pools: first attempts placed on their ring owner / all first attempts, since load", ["model"], (g, all) =>
+    gauge("modelgate_upstream_affinity_hit_ratio", "prefix-affinity pools: first attempts placed where their conversation's cache is (ring owner or settled upstream) / all first attempts, since load", ["model"], (g, all) =>
       all.forEach((s) => {
         const placed = s.upstreams?.flatMap((u) => (u.affinity ? [u.affinity] : [])) ?? [];
         const owner = placed.reduce((n, p) => n + p.owner, 0);

@@ -78,22 +78,29 @@ export type Placement = "owner" | "spill";
  * ceil(loadFactor × the mean in flight, the new request included) scaled by its weight; past that, the request
  * goes on clockwise to the next member with room. Returns the member and whether it is the key's owner (the first
  * member up on the ring), or null when nobody may take it.
+ *
+ * `settled` is where the key's conversation went when it last spilled (as in the paper, where a ball placed past
+ * its bin stays where it was put): that member holds its newest cache, so it comes first while it is up and has
+ * room, and a placement there counts as "owner" too. Without it a conversation whose owner is often at the bound
+ * would pay twice per spill: the whole history on the member it spills to, then the turns it missed on the owner.
  */
-export function placeBounded<M>(ring: AffinityRing<M>, key: number, loadFactor: number, view: LoadView<M>): { member: M; placement: Placement } | null {
-  const order = [...ring.walk(key)].filter((m) => view.up(m));
-  if (order.length === 0) return null;
+export function placeBounded<M>(ring: AffinityRing<M>, key: number, loadFactor: number, view: LoadView<M>, settled: M | null = null): { member: M; placement: Placement } | null {
+  const walked = [...ring.walk(key)].filter((m) => view.up(m));
+  if (walked.length === 0) return null;
+  const order = settled !== null && view.up(settled) ? [settled, ...walked.filter((m) => m !== settled)] : walked;
   const total = order.reduce((sum, m) => sum + view.inFlight(m), 0) + 1;
   const totalWeight = order.reduce((sum, m) => sum + view.weight(m), 0);
-  const owner = order[0];
+  const owner = walked[0];
+  const home = (m: M) => m === owner || m === settled;
   for (const m of order) {
     if (!view.mayTake(m)) continue;
     const capacity = Math.ceil((loadFactor * total * view.weight(m)) / totalWeight);
-    if (view.inFlight(m) < capacity) return { member: m, placement: m === owner ? "owner" : "spill" };
+    if (view.inFlight(m) < capacity) return { member: m, placement: home(m) ? "owner" : "spill" };
   }
   // Only exclusions (maxInFlight, a failed attempt) can leave every member past the bound: the least loaded then.
   let best: M | null = null;
   for (const m of order) {
     if (view.mayTake(m) && (best === null || (view.inFlight(m) + 1) / view.weight(m) < (view.inFlight(best) + 1) / view.weight(best))) best = m;
   }
-  return best === null ? null : { member: best, placement: best === owner ? "owner" : "spill" };
+  return best === null ? null : { member: best, placement: home(best) ? "owner" : "spill" };
 }

@@ -5,6 +5,9 @@ import { AffinityRing, placeBounded } from "./affinity-ring.ts";
 import type { PoolMember, MemberStats } from "./pool-member.ts";
 import { UpstreamUnavailable } from "./upstream-errors.ts";
 
+/** Conversations remembered where they last spilled, per pool (about 100 bytes each). */
+const SETTLED_MAX = 100_000;
+
 export type Routing = "least-outstanding" | "round-robin" | "weighted" | "prefix-affinity";
 
 export interface PoolOptions {
@@ -42,6 +45,10 @@ export class UpstreamPool {
   private healthTimer: NodeJS.Timeout | null = null;
   private readonly ring: AffinityRing<PoolMember> | null = null;
   private readonly placements = new Map<PoolMember, AffinityPlacements>();
+  /** Conversations (keys) whose last turn ran past their ring owner: where that was, oldest first, at most SETTLED_MAX. */
+  private readonly settled = new Map<number, PoolMember>();
+  /** What the last pickAffine decided to settle its key at, read by acquire right after the (synchronous) pick. */
+  private settleAt: PoolMember | null = null;
 
   constructor(
     readonly members: PoolMember[],
@@ -84,6 +91,7 @@ export class UpstreamPool {
     for (let attempt = 1; ; attempt++) {
       signal.throwIfAborted();
       let member = this.pick(tried, key);
+      let settleAt = this.settleAt;
       if (!member && last) {
         // Every upstream failed once: the same again, after the backoff and at least the upstream's Retry-After.
         const wait = Math.max(backoff.duration, last.retryAfterMs ?? 0);
@@ -92,11 +100,13 @@ export class UpstreamPool {
         waited += wait;
         backoff = backoff.next(undefined);
         member = this.pick(new Set(), key, true);
+        settleAt = this.settleAt;
       }
       if (!member) throw last ?? this.noneAvailable();
       member.inFlight++;
       try {
         const value = await member.attempt(() => establish(member));
+        if (this.ring && key !== null) this.settle(key, settleAt);
         let released = false;
         return {
           value,
@@ -148,17 +158,38 @@ export class UpstreamPool {
     }
   }
 
-  /** The key's ring owner, or the next upstream clockwise with room under the load bound; counted by why. */
+  /**
+   * The upstream that holds the conversation's cache (where it last spilled, else its ring owner), or the next one
+   * clockwise with room under the load bound; counted by why.
+   */
   private pickAffine(key: number, exclude: Set<PoolMember>, retrying: boolean): PoolMember | null {
-    const placed = placeBounded(this.ring!, key, this.options.loadFactor, {
-      up: (m) => m.state !== "ejected",
-      mayTake: (m) => !exclude.has(m) && m.available(),
-      inFlight: (m) => m.inFlight,
-      weight: (m) => m.options.weight,
-    });
+    const view = {
+      up: (m: PoolMember) => m.state !== "ejected",
+      mayTake: (m: PoolMember) => !exclude.has(m) && m.available(),
+      inFlight: (m: PoolMember) => m.inFlight,
+      weight: (m: PoolMember) => m.options.weight,
+    };
+    const settled = this.settled.get(key) ?? null;
+    const placed = placeBounded(this.ring!, key, this.options.loadFactor, view, settled);
+    this.settleAt = null;
     if (!placed) return null;
     this.placements.get(placed.member)![retrying ? "retry" : placed.placement]++;
+    // Settled where it runs unless that is its ring owner (the first upstream up on its ring).
+    if (retrying || placed.placement === "spill" || placed.member === settled) this.settleAt = placed.member;
     return placed.member;
+  }
+
+  /**
+   * Where a conversation's turn ran, once it has: remembered when that is past its ring owner (a spill, a retry, or
+   * where it had settled before), forgotten when it is the owner again. Only the bound and failed attempts settle a
+   * key elsewhere: an upstream that is ejected hands its keys to the next one as their owner, so they go back when it
+   * returns.
+   */
+  private settle(key: number, at: PoolMember | null): void {
+    this.settled.delete(key);
+    if (at === null) return;
+    this.settled.set(key, at);
+    if (this.settled.size > SETTLED_MAX) this.settled.delete(this.settled.keys().next().value!);
   }
 
   /** Smooth weighted round robin: over any window, each upstream gets its share of weight, interleaved. */

@@ -242,7 +242,7 @@ export const UpstreamView = Type.Object({
   affinity: Type.Optional(
     Type.Object(
       {
-        owner: Type.Integer({ description: "Attempts placed here as their conversation's ring owner" }),
+        owner: Type.Integer({ description: "Attempts placed here as the upstream holding their conversation's cache: its ring owner, or where it settled after a spill" }),
         spill: Type.Integer({ description: "Attempts placed here because their owner was at the load bound or its maxInFlight" }),
         retry: Type.Integer({ description: "Retries placed here after another upstream failed" }),
       },
@@ -274,9 +274,9 @@ export const AdminModel = Type.Object(
       Type.Object(
         {
           placements: Type.Integer({ description: "First attempts placed since load" }),
-          spills: Type.Integer({ description: "Of those, placed past their ring owner (load bound or maxInFlight)" }),
+          spills: Type.Integer({ description: "Of those, placed past the upstream holding their cache (load bound or maxInFlight)" }),
           retries: Type.Integer(),
-          hitRatio: Type.Union([Type.Number(), Type.Null()], { description: "Placed on their ring owner / placements; null before any" }),
+          hitRatio: Type.Union([Type.Number(), Type.Null()], { description: "Placed on the upstream holding their cache (ring owner or settled) / placements; null before any" }),
         },
         { description: "routing prefix-affinity: how often conversations reach the upstream holding their cache" },
       ),
