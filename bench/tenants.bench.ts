@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { mkdirSync, symlinkSync } from "node:fs";
+import { mkdirSync, rmSync, symlinkSync } from "node:fs";
 import path from "node:path";
 import { createKey } from "../harness/keys.ts";
 import { testConfig } from "../harness/config.ts";
@@ -121,11 +121,14 @@ export default async function tenantsBench(): Promise<BenchRow[]> {
           }
         } finally {
           await gateway.stop();
+          rmSync(dir, { recursive: true, force: true });
         }
       }
     }
   } finally {
     upstream.child.kill();
+    // The node_modules link is removed, not followed.
+    rmSync(baseline, { recursive: true, force: true });
   }
   const rows: BenchRow[] = [];
   for (const model of ["pool", "tiny"] as const) {

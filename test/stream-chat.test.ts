@@ -16,7 +16,9 @@ const stories = path.join(modelsDir, "stories260K.gguf");
 before(async () => {
   srv = await startServer({
     models: [
-      { id: "stories", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 4, threads: 1, queueSize: 256 },
+      // 200 streams queue at once in the abort test: on a loaded machine the last may wait past the default
+      // maxQueueWait (30 s), which is not what that test is about.
+      { id: "stories", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 4, threads: 1, queueSize: 256, maxQueueWait: "10m" },
       { id: "single", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 1, threads: 1, queueSize: 1 },
       { id: "batching", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 4, threads: 1 },
       { id: "neighbours", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 4, threads: 1 },
