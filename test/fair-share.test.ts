@@ -233,6 +233,40 @@ test("priorities: batch work yields to interactive work, and the age bound lets 
   assert.ok(order.indexOf("starving") >= 5, `interactive work ran first meanwhile: ${order.join(",")}`);
 });
 
+test("headroom: batch work alone takes every slot; once interactive work arrives, batch starts only while it leaves a slot free, so the next interactive request starts at once", async () => {
+  const runner = new ModelRunner(entry({ parallel: 2 }), llamaChatSupport, idleEngine, log);
+  await runner.load();
+  const gates: (() => void)[] = [];
+  const job = (account: string, priority: Priority) =>
+    runner.execute({
+      queueKey: account,
+      account,
+      priority,
+      signal: new AbortController().signal,
+      prepare: () => null,
+      run: () => new Promise<void>((resolve) => gates.push(resolve)),
+    });
+  const batch = [job("b", "batch"), job("b", "batch"), job("b", "batch")];
+  await until(() => runner.stats().active === 2 && runner.stats().queueDepth === 1, "batch alone fills both slots");
+  const first = job("x", "interactive");
+  await until(() => runner.stats().queueDepth === 2, "the interactive request waits for a slot");
+  gates.shift()!();
+  await until(() => gates.length === 2, "the freed slot went to the interactive request");
+  // The batch line that ends now leaves its slot free: interactive work arrived within the headroom window.
+  const batchGate = gates.shift()!;
+  batchGate();
+  await until(() => runner.stats().active === 1, "one slot stays free for interactive work");
+  assert.equal(runner.stats().queueDepth, 1, "the third batch line still waits");
+  const second = job("x", "interactive");
+  await until(() => runner.stats().active === 2, "the next interactive request starts at once");
+  assert.equal(runner.stats().queueDepth, 1);
+  while (gates.length > 0 || runner.stats().active > 0) {
+    gates.splice(0).forEach((open) => open());
+    await tick();
+  }
+  await Promise.all([...batch, first, second]);
+});
+
 test("deadlines: no slot within maxQueueWait is 503 overloaded (deadline); an estimated wait past it is refused at arrival, with Retry-After from the drain rate", async () => {
   const { observer, refusals } = observe();
   const runner = new ModelRunner(entry({ parallel: 1, queueSize: 64, maxQueueWaitMs: 1500 }), llamaChatSupport, idleEngine, log, observer);

@@ -102,6 +102,12 @@ interface Ticket {
 /** Seconds of history for the drain rate (Retry-After and the arrival check) and the service shares. */
 const drainWindowMs = 30_000;
 const shareWindowMs = 60_000;
+/**
+ * While interactive requests have arrived at a model within this long, batch work starts only while it leaves one
+ * slot free (with `parallel > 1`), so an interactive request finds a slot instead of waiting for a batch line to end
+ * (nothing is preempted). Alone, batch work takes every slot.
+ */
+const interactiveHeadroomMs = 10_000;
 
 /**
  * Per-model scheduling: load state, `parallel` slots, a bounded fair wait queue, a bounded prepare stage for
@@ -113,6 +119,9 @@ export class ModelRunner {
   private engine: Engine | null = null;
   private loading: Promise<void> | null = null;
   private active = 0;
+  /** When the last interactive request arrived (performance.now()), for the batch headroom. */
+  private interactiveSeenAt = -Infinity;
+  private headroomTimer: NodeJS.Timeout | null = null;
   private preparing = 0;
   private readonly queue: VtcQueue<Waiter>;
   /** When each recent lease ended (performance.now()), for the drain rate. */
@@ -283,12 +292,13 @@ export class ModelRunner {
   private admit(ticket: Ticket, signal: AbortSignal, wanted = 1, onQueued?: () => void): Promise<Lease> {
     const engine = this.servable();
     signal.throwIfAborted();
-    const want = Math.max(1, Math.min(wanted, this.entry.parallel));
-    if (this.active < this.entry.parallel && this.queue.size === 0) {
+    const interactive = ticket.priority === "interactive";
+    if (interactive) this.interactiveSeenAt = performance.now();
+    const want = Math.max(1, Math.min(wanted, interactive ? this.entry.parallel : this.batchSlotsFree()));
+    if (this.active < this.entry.parallel && this.queue.size === 0 && (interactive || this.batchSlotsFree() > 0)) {
       this.queue.started(ticket.account, ticket.weight);
       return Promise.resolve(this.grant(engine, want, ticket));
     }
-    const interactive = ticket.priority === "interactive";
     if (interactive) {
       const estimate = this.estimatedWaitMs(ticket);
       if (estimate !== null && estimate > this.entry.maxQueueWaitMs) {
@@ -386,6 +396,23 @@ export class ModelRunner {
     return new AppError("model_loading", { message: `The model '${this.entry.id}' is loading.`, retryAfterMs: Math.max(1000, this.lastLoadMs) });
   }
 
+  /** Slots batch work may take: the free ones, less one while interactive work keeps its headroom. */
+  private batchSlotsFree(): number {
+    const headroom = this.entry.parallel > 1 && performance.now() - this.interactiveSeenAt < interactiveHeadroomMs ? 1 : 0;
+    return Math.max(0, this.entry.parallel - this.active - headroom);
+  }
+
+  /** Batch waiters held back by the headroom get the slot when the window ends without interactive arrivals. */
+  private wakeBatchAfterHeadroom(): void {
+    if (this.headroomTimer) return;
+    const wait = Math.max(1, this.interactiveSeenAt + interactiveHeadroomMs - performance.now());
+    this.headroomTimer = setTimeout(() => {
+      this.headroomTimer = null;
+      this.next();
+    }, wait);
+    this.headroomTimer.unref();
+  }
+
   private grant(engine: Engine, wanted: number, ticket: Ticket): Lease {
     const slots = Math.max(1, Math.min(wanted, this.entry.parallel - this.active));
     this.active += slots;
@@ -432,7 +459,13 @@ export class ModelRunner {
 
   private next(): void {
     while (this.active < this.entry.parallel && this.queue.size > 0) {
-      const entry = this.queue.shift()!;
+      const batchMay = this.batchSlotsFree() > 0;
+      const entry = this.queue.shift(batchMay);
+      if (!entry) {
+        // Only batch work waits, and the free slot is interactive headroom for now.
+        this.wakeBatchAfterHeadroom();
+        break;
+      }
       const waiter = entry.item;
       if (this.#state === "ready" && this.engine) {
         waiter.resolve(this.grant(this.engine, waiter.wanted, { account: entry.account, weight: waiter.weight, priority: entry.priority }));

@@ -95,22 +95,26 @@ export class VtcQueue<T> {
     return true;
   }
 
-  /** Takes the waiter that gets the next slot (see the class comment), and counts it as running. */
-  shift(): QueueEntry<T> | undefined {
+  /**
+   * Takes the waiter that gets the next slot (see the class comment), and counts it as running; with `allowBatch`
+   * false only interactive waiters are considered (undefined when there are none).
+   */
+  shift(allowBatch = true): QueueEntry<T> | undefined {
     if (this.count === 0) return undefined;
     const now = this.now();
     let aged: QueueEntry<T> | undefined;
     let best: { tenant: Tenant<T>; entry: QueueEntry<T>; batch: boolean } | undefined;
     for (const tenant of this.tenants.values()) {
       const interactive = tenant.waiting.find((e) => e.priority === "interactive");
-      const batch = tenant.waiting.find((e) => e.priority === "batch");
+      const batch = allowBatch ? tenant.waiting.find((e) => e.priority === "batch") : undefined;
       if (batch && now - batch.enqueuedAt >= this.batchMaxWaitMs && (!aged || batch.seq < aged.seq)) aged = batch;
       const entry = interactive ?? batch;
       if (!entry) continue;
       const candidate = { tenant, entry, batch: !interactive };
       if (!best || better(candidate, best)) best = candidate;
     }
-    const chosen = aged ?? best!.entry;
+    const chosen = aged ?? best?.entry;
+    if (!chosen) return undefined;
     this.remove(chosen);
     this.started(chosen.account);
     return chosen;
