@@ -1,14 +1,17 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import path from "node:path";
 import { toFile } from "openai";
-import { startServer, modelsDir } from "../harness/server.ts";
+import { startServer } from "../harness/server.ts";
+import { startPacedUpstream } from "../harness/paced-upstream.mjs";
 import { waitFor } from "./helpers/wait-for.ts";
 
 /**
  * Issue 36: batch lines yield to interactive traffic. Interactive p95 latency while a 2,000-line batch runs is within
  * 1.5x of it with no batch: the lines run with `priority: "batch"`, which gets only the capacity interactive requests
- * leave, and leaves one slot free while interactive requests arrive (the scheduler's headroom).
+ * leave, and leaves one slot free while interactive requests arrive (the scheduler's headroom). The model is an
+ * upstream whose every completion takes 100 ms, so what is measured is the scheduler: without the headroom an
+ * interactive request waits for a batch line to end (about 2x). On an in-process engine the two sequences also share
+ * the CPU, which no admission order removes (see docs/api.md, the Batch API).
  */
 
 function p95(values: number[]): number {
@@ -17,8 +20,9 @@ function p95(values: number[]): number {
 }
 
 test("issue 36 interactive p95 while a 2,000-line batch runs is within 1.5x of it with no batch", async () => {
+  const paced = await startPacedUpstream({ durationMs: 100 });
   const srv = await startServer({
-    models: [{ id: "stories-chat", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"], contextSize: 256, threads: 1, parallel: 2 }],
+    models: [{ id: "stories-chat", engine: "upstream", capabilities: ["chat"], parallel: 2, upstreams: [{ url: `http://127.0.0.1:${paced.port}/v1`, model: "paced" }] }],
     batches: { pollInterval: "100ms" },
   });
   try {
@@ -48,5 +52,6 @@ test("issue 36 interactive p95 while a 2,000-line batch runs is within 1.5x of i
     assert.ok(withBatch <= 1.5 * alone, `interactive p95 ${withBatch.toFixed(0)} ms with the batch, ${alone.toFixed(0)} ms without`);
   } finally {
     await srv.close();
+    paced.server.close();
   }
 });

@@ -339,6 +339,8 @@ export class ModelRunner {
       }, maxWaitMs);
       signal.addEventListener("abort", onAbort, { once: true });
       const entry: QueueEntry<Waiter> = this.queue.push(ticket.account, ticket.weight, ticket.priority, waiter);
+      // A slot may be free while only batch work waited for it (the headroom): the fair order decides who takes it.
+      if (this.active < this.entry.parallel) this.next();
     });
   }
 
