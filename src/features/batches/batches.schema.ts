@@ -19,16 +19,14 @@ export const FileObject = Type.Object(
 );
 export type FileObject = Static<typeof FileObject>;
 
-export const FileList = Type.Object(
-  {
-    object: Type.Literal("list"),
-    data: Type.Array(Type.Ref(FileObject)),
-    first_id: Nullable(Type.String()),
-    last_id: Nullable(Type.String()),
-    has_more: Type.Boolean(),
-  },
-  { $id: "FileList" },
-);
+/** A page of an OpenAI cursor list (`after` is the last id of the previous page). */
+const ListPage = <T extends TSchema>(item: T, $id: string) =>
+  Type.Object(
+    { object: Type.Literal("list"), data: Type.Array(Type.Ref(item)), first_id: Nullable(Type.String()), last_id: Nullable(Type.String()), has_more: Type.Boolean() },
+    { $id },
+  );
+
+export const FileList = ListPage(FileObject, "FileList");
 
 export const FileDeleted = Type.Object({ id: Type.String(), object: Type.Literal("file"), deleted: Type.Boolean() }, { $id: "FileDeleted" });
 
@@ -105,16 +103,7 @@ export const BatchObject = Type.Object(
 );
 export type BatchObject = Static<typeof BatchObject>;
 
-export const BatchList = Type.Object(
-  {
-    object: Type.Literal("list"),
-    data: Type.Array(Type.Ref(BatchObject)),
-    first_id: Nullable(Type.String()),
-    last_id: Nullable(Type.String()),
-    has_more: Type.Boolean(),
-  },
-  { $id: "BatchList" },
-);
+export const BatchList = ListPage(BatchObject, "BatchList");
 
 export const BatchListQuery = Type.Object(
   { limit: Type.Optional(Type.String({ pattern: "^([1-9][0-9]?|100)$", description: "1 to 100 (default 20)" })), after: Type.Optional(Type.String()) },
