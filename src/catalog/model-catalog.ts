@@ -3,7 +3,8 @@ import type { ModelEntry } from "../config/app-config.ts";
 import type { Engine, EngineSupport } from "../engines/engine.ts";
 import type { EngineLog } from "../engines/engine-kind.ts";
 import { AppError } from "../errors/app-error.ts";
-import { ModelRunner, type RunnerObserver, type RunnerStats } from "../scheduler/model-runner.ts";
+import { ModelRunner } from "../scheduler/model-runner.ts";
+import type { RunnerObserver, RunnerStats } from "../scheduler/runner-types.ts";
 
 /** What the catalog needs of the engine registry: what an entry's engine can do, and how to build it. */
 export interface EngineBuilder {

@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import type { Store } from "../store/store.ts";
 import { buildServer, type Server } from "../server.ts";
-import type { RunnerStats } from "../scheduler/model-runner.ts";
+import type { RunnerStats } from "../scheduler/runner-types.ts";
 import { loadConfig } from "../config/load-config.ts";
 import { parseOptions } from "./args.ts";
 import type { CliContext, Command, CommandResult } from "./command.ts";

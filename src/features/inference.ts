@@ -4,7 +4,7 @@ import type { Endpoint } from "../config/config.schema.ts";
 import { checkCapabilities, checkInputLimits, portOf, type LimitedInput } from "../engines/capabilities.ts";
 import { isClientDisconnect } from "../errors/aborts.ts";
 import type { ChatRequest, EndpointCapability, EndpointPorts } from "../engines/engine.ts";
-import type { Lease } from "../scheduler/model-runner.ts";
+import type { Lease } from "../scheduler/runner-types.ts";
 import type { RequestContext } from "./request-context.ts";
 import { currentContext, incomingContext, inSpan, SpanKind, startSpan } from "../telemetry/spans.ts";
 import type { Span } from "@opentelemetry/api";

@@ -3,7 +3,7 @@ import type { AuthContext } from "../auth/auth-context.ts";
 import type { Endpoint } from "../config/config.schema.ts";
 import type { RequestOutcome } from "../http/request-outcome.ts";
 import { requestSignal } from "../http/request-signal.ts";
-import type { Priority } from "../scheduler/model-runner.ts";
+import type { Priority } from "../scheduler/runner-types.ts";
 
 declare module "fastify" {
   interface FastifyContextConfig {

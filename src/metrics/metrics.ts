@@ -1,5 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { Priority, RefusalReason, RunnerStats } from "../scheduler/model-runner.ts";
+import type { Priority, RefusalReason, RunnerStats } from "../scheduler/runner-types.ts";
 
 /** Seconds: from 5 ms to 10 min, for request durations and queue waits. */
 const durationBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];

@@ -1,90 +1,13 @@
 import type { FastifyBaseLogger } from "fastify";
 import { locateModelFiles, missingFilesMessage } from "../config/model-files.ts";
 import type { ModelEntry } from "../config/app-config.ts";
-import type { Engine, EngineSupport, PromptCacheStats, UpstreamStats } from "../engines/engine.ts";
+import type { Engine, EngineSupport } from "../engines/engine.ts";
 import { DeadlineExceeded } from "../errors/aborts.ts";
 import { AppError } from "../errors/app-error.ts";
-import { VtcQueue, type Priority, type QueueEntry, type TenantView } from "./vtc-queue.ts";
-
-export type { Priority } from "./vtc-queue.ts";
-
-export type LoadState = "missing" | "unloaded" | "loading" | "ready" | "failed";
-
-export interface RunnerStats {
-  id: string;
-  state: LoadState;
-  queueDepth: number;
-  /** Slots in use (a request may hold several). */
-  active: number;
-  parallel: number;
-  /** Requests in the bounded prepare stage (engines whose prepare is costly). */
-  preparing: number;
-  error: string | null;
-  /** For engines that forward to other servers: each upstream's health and load. */
-  upstreams?: UpstreamStats[];
-  /** For engines that reuse cached prompt prefixes: prompt tokens run and how many came from the cache. */
-  promptCache?: PromptCacheStats;
-  /** The queue by account, and each account's share of the service over the last minute. */
-  tenants: TenantStats[];
-}
-
-/** One account's place in a model's queue and its share of the model's service. */
-export interface TenantStats extends TenantView {
-  /** Tokens served to the account over the last minute (prompt + completion). */
-  tokensLastMinute: number;
-  /** Its part of all the tokens the model served over the last minute (0..1). */
-  shareLastMinute: number;
-}
-
-/** Why a request got 503 overloaded: the queue was full, it could not start within maxQueueWait, or the request's own deadline. */
-export type RefusalReason = "queue_full" | "deadline" | "no_capacity";
-
-/** Scheduler events for metrics (src/metrics): queue waits, loads and unloads. */
-export interface RunnerObserver {
-  queueWait(model: string, seconds: number, priority: Priority): void;
-  /** A 503 overloaded, by reason. */
-  refused(model: string, reason: RefusalReason): void;
-  /** Tokens charged to an account's share of the model (prompt at admission, completion as generated). */
-  served(model: string, account: string, priority: Priority, tokens: number): void;
-  loaded(model: string, seconds: number, ok: boolean): void;
-  unloaded(model: string): void;
-}
-
-/** Slots of the model's `parallel` capacity held by one request; release exactly once when the work ends. */
-export interface Lease {
-  engine: Engine;
-  slots: number;
-  /** Charges tokens of service to the request's account (completion tokens as they are generated). */
-  charge(tokens: number): void;
-  release(): void;
-}
-
-/**
- * One inference request as the scheduler runs it: prepare → admit → run → release. The runner owns every step
- * but the work itself, so no service or engine holds capacity of its own.
- */
-export interface Job<P, R> {
-  /** The API key id. */
-  queueKey: string;
-  /** The fairness key: the account (default: queueKey). */
-  account?: string;
-  /** The account's plan weight (default 1): its share of a saturated model is proportional to it. */
-  weight?: number;
-  /** Default interactive; batch gets only the capacity interactive work leaves. */
-  priority?: Priority;
-  /** Tokens charged to the account when it is admitted (the prepared prompt's tokens). */
-  cost?(prepared: P): number;
-  /** The request's signal: a disconnect or the deadline aborts the wait and the work. */
-  signal: AbortSignal;
-  /** Templates, tokenizes and validates on the loaded engine; its 400s come before any capacity is taken. */
-  prepare(engine: Engine, signal: AbortSignal): P | Promise<P>;
-  /** How many slots the work can use at once (default 1); it is given between 1 and that many. */
-  slots?(prepared: P): number;
-  /** Called when the job has to wait for a slot (a stream starts its keep-alive comments then). */
-  onQueued?(): void;
-  /** The work, on the leased slot(s), under the request's signal. */
-  run(engine: Engine, prepared: P, lease: Lease): Promise<R>;
-}
+import { DrainRate } from "./drain-rate.ts";
+import { ServiceLog } from "./service-log.ts";
+import type { Job, Lease, LoadState, RefusalReason, RunnerObserver, RunnerStats, TenantStats } from "./runner-types.ts";
+import { VtcQueue, type Priority, type QueueEntry } from "./vtc-queue.ts";
 
 interface Waiter {
   wanted: number;
@@ -99,9 +22,6 @@ interface Ticket {
   priority: Priority;
 }
 
-/** Seconds of history for the drain rate (Retry-After and the arrival check) and the service shares. */
-const drainWindowMs = 30_000;
-const shareWindowMs = 60_000;
 /**
  * While interactive requests have arrived at a model within this long, batch work starts only while it leaves one
  * slot free (with `parallel > 1`), so an interactive request finds a slot instead of waiting for a batch line to end
@@ -124,14 +44,10 @@ export class ModelRunner {
   private headroomTimer: NodeJS.Timeout | null = null;
   private preparing = 0;
   private readonly queue: VtcQueue<Waiter>;
-  /** When each recent lease ended (performance.now()), for the drain rate. */
-  private readonly releases: number[] = [];
-  /** Tokens served per account over the last minute: [time, account, tokens]. */
-  private readonly servedLog: { at: number; account: string; tokens: number }[] = [];
+  private readonly drain: DrainRate;
+  private readonly service = new ServiceLog();
   private idleTimer: NodeJS.Timeout | null = null;
   private drainWaiters: (() => void)[] = [];
-  /** Moving average of how long one lease is held, for honest Retry-After estimates. */
-  private avgLeaseMs = 2000;
   private lastLoadMs = 5000;
 
   constructor(
@@ -142,6 +58,7 @@ export class ModelRunner {
     private readonly observer?: RunnerObserver,
   ) {
     this.queue = new VtcQueue(entry.queueSize, entry.batchMaxWaitMs);
+    this.drain = new DrainRate(entry.parallel);
     this.#state = locateModelFiles(entry) ? "unloaded" : "missing";
   }
 
@@ -180,9 +97,7 @@ export class ModelRunner {
 
   /** The queue by account, with each account's tokens over the last minute (accounts served then but idle now too). */
   private tenantStats(): TenantStats[] {
-    this.trimServed(performance.now());
-    const byAccount = new Map<string, number>();
-    for (const { account, tokens } of this.servedLog) byAccount.set(account, (byAccount.get(account) ?? 0) + tokens);
+    const byAccount = this.service.byAccount();
     const total = [...byAccount.values()].reduce((a, b) => a + b, 0);
     const views = new Map(this.queue.view().map((v) => [v.account, v]));
     for (const account of byAccount.keys()) {
@@ -344,20 +259,9 @@ export class ModelRunner {
     });
   }
 
-  /**
-   * Completions per millisecond over the last 30 s (leases ended ÷ time since the oldest of them), or, with fewer
-   * than 4 measured, `parallel` ÷ the moving average of a lease's length. Null before any lease ended.
-   */
-  private drainRatePerMs(): number | null {
-    const now = performance.now();
-    while (this.releases.length > 0 && now - this.releases[0] > drainWindowMs) this.releases.shift();
-    if (this.releases.length >= 4) return this.releases.length / Math.max(1, now - this.releases[0]);
-    return this.releases.length > 0 ? this.entry.parallel / this.avgLeaseMs : null;
-  }
-
   /** The estimated wait of a new request of this account: the waiters that go before it ÷ the drain rate. */
   private estimatedWaitMs(ticket: Ticket): number | null {
-    const rate = this.drainRatePerMs();
+    const rate = this.drain.perMs();
     if (rate === null) return null;
     return (this.queue.aheadOf(ticket.account, ticket.weight) + 1) / rate;
   }
@@ -368,9 +272,7 @@ export class ModelRunner {
    */
   private refuse(reason: RefusalReason, message: string, estimateMs?: number): AppError {
     this.observer?.refused(this.entry.id, reason);
-    const rate = this.drainRatePerMs();
-    const drainMs = rate ? (this.queue.size + 1) / rate : Math.ceil((this.queue.size + 1) / this.entry.parallel) * this.avgLeaseMs;
-    return new AppError("overloaded", { message, retryAfterMs: Math.max(1000, Math.ceil(estimateMs ?? drainMs)) });
+    return new AppError("overloaded", { message, retryAfterMs: Math.max(1000, Math.ceil(estimateMs ?? this.drain.drainMs(this.queue.size + 1))) });
   }
 
   /** The engine when the model can serve now, else the 404 / 500 / 503 a request for it gets. */
@@ -427,9 +329,7 @@ export class ModelRunner {
       charge: (tokens) => {
         if (!(tokens > 0)) return;
         this.queue.charge(ticket.account, tokens);
-        const now = performance.now();
-        this.servedLog.push({ at: now, account: ticket.account, tokens });
-        if (this.servedLog.length > 4096) this.trimServed(now);
+        this.service.served(ticket.account, tokens);
         this.observer?.served(this.entry.id, ticket.account, ticket.priority, tokens);
       },
       release: () => {
@@ -437,26 +337,10 @@ export class ModelRunner {
         released = true;
         this.active -= slots;
         this.queue.finished(ticket.account);
-        this.avgLeaseMs = this.avgLeaseMs * 0.8 + (Date.now() - started) * 0.2;
-        this.releases.push(performance.now());
-        if (this.releases.length > 1024) this.releases.shift();
+        this.drain.released(Date.now() - started);
         this.next();
       },
     };
-  }
-
-  /** Drops service records older than a minute (and, past 4096, merges the oldest half by account). */
-  private trimServed(now: number): void {
-    let drop = 0;
-    while (drop < this.servedLog.length && now - this.servedLog[drop].at > shareWindowMs) drop++;
-    this.servedLog.splice(0, drop);
-    if (this.servedLog.length > 4096) {
-      const old = this.servedLog.splice(0, 2048);
-      const merged = new Map<string, number>();
-      for (const r of old) merged.set(r.account, (merged.get(r.account) ?? 0) + r.tokens);
-      const at = old.at(-1)!.at;
-      this.servedLog.unshift(...[...merged].map(([account, tokens]) => ({ at, account, tokens })));
-    }
   }
 
   private next(): void {

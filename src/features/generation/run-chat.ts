@@ -4,7 +4,7 @@ import type { AppError } from "../../errors/app-error.ts";
 import { DeadlineExceeded, isClientDisconnect } from "../../errors/aborts.ts";
 import { toAppError } from "../../errors/to-app-error.ts";
 import type { SseStream } from "../../http/sse.ts";
-import type { Lease } from "../../scheduler/model-runner.ts";
+import type { Lease } from "../../scheduler/runner-types.ts";
 import { runInference } from "../inference.ts";
 import type { RequestContext } from "../request-context.ts";
 import { Accumulator } from "./accumulator.ts";
