@@ -56,9 +56,8 @@ export async function runInference<E extends EndpointCapability, P, R>(ctx: AppC
     let reservation: TokenReservation | null = null;
     let used: TokenAmount | null = null;
     let result: R;
-    // Fair share: the tokens charged to the account so far, and the lease to charge the rest of its usage to.
-    let charged = 0;
-    let held: Lease | null = null;
+    // Fair share: the lease to charge the rest of the usage to, once it is known.
+    let held = null as Lease | null;
     const releaseConcurrency = await ctx.concurrency.acquire(request.auth);
     try {
       result = await runner.execute({
@@ -66,7 +65,7 @@ export async function runInference<E extends EndpointCapability, P, R>(ctx: AppC
         account: request.auth.accountId,
         weight: request.auth.plan.weight,
         priority: request.priority ?? request.auth.plan.priority,
-        cost: (prepared) => (charged = spec.promptTokens?.(prepared) ?? 0),
+        cost: (prepared) => spec.promptTokens?.(prepared) ?? 0,
         signal,
         prepare: (engine, prepareSignal) =>
           inSpan("prepare", {}, async () => {
@@ -81,8 +80,7 @@ export async function runInference<E extends EndpointCapability, P, R>(ctx: AppC
         run: (engine, prepared, lease) => {
           endWait();
           held = lease;
-          const metered: Lease = { ...lease, charge: (tokens) => ((charged += tokens), lease.charge(tokens)) };
-          return inSpan("generation", {}, () => spec.run(portOf(engine, spec.port), prepared, signal, metered));
+          return inSpan("generation", {}, () => spec.run(portOf(engine, spec.port), prepared, signal, lease));
         },
       });
       used = spec.usage(result);
@@ -95,8 +93,8 @@ export async function runInference<E extends EndpointCapability, P, R>(ctx: AppC
       if (signal.aborted && isClientDisconnect(signal.reason)) request.log.debug({ model: spec.model }, "client disconnected; the request was stopped");
     }
     const usage = used;
-    if (usage) (held as Lease | null)?.charge(usage.promptTokens + usage.completionTokens - charged);
     if (usage) {
+      held?.charge(usage.promptTokens + usage.completionTokens - held.charged);
       span.setAttributes({ "gen_ai.usage.input_tokens": usage.promptTokens, "gen_ai.usage.output_tokens": usage.completionTokens });
       ctx.usage.record({ keyId: request.auth.keyId, accountId: request.auth.accountId, model: spec.model, endpoint: request.endpoint, ...usage, batch: request.priority === "batch" });
       ctx.metrics.tokens(spec.model, request.auth.accountId, usage.promptTokens, usage.completionTokens);

@@ -323,11 +323,16 @@ export class ModelRunner {
     this.clearIdleTimer();
     const started = Date.now();
     let released = false;
+    let charged = 0;
     return {
       engine,
       slots,
+      get charged() {
+        return charged;
+      },
       charge: (tokens) => {
         if (!(tokens > 0)) return;
+        charged += tokens;
         this.queue.charge(ticket.account, tokens);
         this.service.served(ticket.account, tokens);
         this.observer?.served(this.entry.id, ticket.account, ticket.priority, tokens);

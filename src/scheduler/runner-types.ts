@@ -52,6 +52,8 @@ export interface Lease {
   slots: number;
   /** Charges tokens of service to the request's account (completion tokens as they are generated). */
   charge(tokens: number): void;
+  /** The tokens charged so far (the usage at the end charges the rest). */
+  readonly charged: number;
   release(): void;
 }
 
