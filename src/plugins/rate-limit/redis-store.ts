@@ -1,4 +1,5 @@
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
+import { connectFailFast } from "./redis-connection.ts";
 import type { BucketHit, HitResult, RateLimitStore } from "./store.ts";
 
 /**
@@ -58,25 +59,7 @@ export class RedisStore implements RateLimitStore {
 
   /** Connects first, so a wrong REDIS_URL fails the start instead of every request. */
   static async connect(url: string): Promise<RedisStore> {
-    const redis = new Redis(url, {
-      lazyConnect: true,
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      commandTimeout: 250,
-      connectTimeout: 1000,
-      // No ready check: after a partition, a connection that TCP accepted but Redis never answers would hang in
-      // its ready check for seconds; without one, commands time out on it and it is replaced (`timed`, below).
-      enableReadyCheck: false,
-      // Reconnect quickly, so limits come back within a second of Redis returning.
-      retryStrategy: (attempt) => Math.min(50 * attempt, 250),
-    });
-    redis.on("error", () => {
-      // Failed commands reject and are handled by the caller; ioredis reconnects on its own.
-    });
-    redis.defineCommand("mgRateHitAll", { lua: hitScript });
-    redis.defineCommand("mgRateRelease", { numberOfKeys: 1, lua: releaseScript });
-    await redis.connect();
-    return new RedisStore(redis);
+    return new RedisStore(await connectFailFast(url, 250, { mgRateHitAll: { lua: hitScript }, mgRateRelease: { numberOfKeys: 1, lua: releaseScript } }));
   }
 
   async hit(bucket: string, limit: number, windowMs: number): Promise<HitResult> {

@@ -1,4 +1,5 @@
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
+import { connectFailFast } from "./redis-connection.ts";
 import type { AmountHit, AmountResult, AmountSettle, ReserveOutcome, TokenStore } from "./token-store.ts";
 
 /*
@@ -100,26 +101,13 @@ export class RedisTokenStore implements TokenStore {
   private constructor(private readonly redis: Redis) {}
 
   /**
-   * The request limiter's connection settings (redis-store.ts: no offline queue, reconnect quickly), but commands
+   * The request limiter's fail-fast connection (redis-connection.ts: no offline queue, reconnect quickly), but commands
    * time out after 2 s instead of 250 ms: on a saturated node the event loop alone can delay an answer past 250 ms,
    * and a circuit opened then counts tokens per replica (redis.onError: open), which over-admits across replicas.
    */
   static async connect(url: string): Promise<RedisTokenStore> {
-    const redis = new Redis(url, {
-      lazyConnect: true,
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      commandTimeout: commandTimeoutMs,
-      connectTimeout: 1000,
-      enableReadyCheck: false,
-      retryStrategy: (attempt) => Math.min(50 * attempt, 250),
-    });
-    redis.on("error", () => {});
-    redis.defineCommand("mgTokReserve", { lua: reserveScript });
-    redis.defineCommand("mgTokSettle", { lua: settleScript });
-    redis.defineCommand("mgTokSeed", { numberOfKeys: 1, lua: seedScript });
-    await redis.connect();
-    return new RedisTokenStore(redis);
+    const scripts = { mgTokReserve: { lua: reserveScript }, mgTokSettle: { lua: settleScript }, mgTokSeed: { numberOfKeys: 1, lua: seedScript } };
+    return new RedisTokenStore(await connectFailFast(url, commandTimeoutMs, scripts));
   }
 
   private command(name: string): Script {
