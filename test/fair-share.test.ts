@@ -3,8 +3,8 @@ import assert from "node:assert/strict";
 import pino from "pino";
 import type { FastifyBaseLogger } from "fastify";
 import { ModelRunner } from "../src/scheduler/model-runner.ts";
-import type { Priority, RefusalReason, RunnerObserver } from "../src/scheduler/runner-types.ts";
-import { VtcQueue } from "../src/scheduler/vtc-queue.ts";
+import type { Lease, Priority, RefusalReason, RunnerObserver } from "../src/scheduler/runner-types.ts";
+import { burstTokens, VtcQueue } from "../src/scheduler/vtc-queue.ts";
 import type { ModelEntry } from "../src/config/app-config.ts";
 import type { Engine } from "../src/engines/engine.ts";
 import { llamaChatSupport } from "../src/engines/llama/llama.support.ts";
@@ -307,4 +307,74 @@ test("deadlines: no slot within maxQueueWait is 503 overloaded (deadline); an es
   held.release();
   await held.done;
   await Promise.all(arrivals.map((a) => a.done.catch(() => {})));
+});
+
+test("pausing engines: an account under its share starts at once beyond parallel while another runs over its own; each lease says whether it stands over its share", async () => {
+  const pausable = async (): Promise<Engine> => ({ ...(await idleEngine()), pausableSlots: 1 });
+  const runner = new ModelRunner(entry({ parallel: 2 }), llamaChatSupport, pausable, log);
+  await runner.load();
+  const hold = (account: string, priority: Priority = "interactive") => {
+    let lease: Lease | null = null;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const done = runner.execute({
+      queueKey: `${account}-key`,
+      account,
+      priority,
+      signal: new AbortController().signal,
+      prepare: () => null,
+      run: async (_engine, _prepared, l) => {
+        lease = l;
+        started();
+        await gate;
+      },
+    });
+    return { running, done, release, lease: () => lease! };
+  };
+  const [a1, a2] = [hold("a"), hold("a")];
+  await Promise.all([a1.running, a2.running]);
+  const a3 = hold("a");
+  await until(() => runner.stats().queueDepth === 1, "A's third request waits: an account over its share never takes the reserve");
+  assert.equal(a1.lease().overShare, false, "alone, A runs within its share");
+  const b = hold("b");
+  await b.running;
+  assert.equal(runner.stats().active, 3, "B started at once, beyond parallel");
+  assert.deepEqual([a1.lease().overShare, a2.lease().overShare, b.lease().overShare], [true, true, false]);
+  assert.deepEqual([a1.lease().favoured, b.lease().favoured], [false, true]);
+  // B stays favoured for a burst of service ahead of A, then shares steps again.
+  b.lease().charge(burstTokens);
+  assert.equal(b.lease().favoured, true);
+  b.lease().charge(1);
+  assert.equal(b.lease().favoured, false);
+  // The reserve is taken: a third account waits, and takes it when B's request ends (before A's older waiter).
+  const c = hold("c");
+  await until(() => runner.stats().queueDepth === 2, "C waits");
+  b.release();
+  await b.done;
+  await c.running;
+  assert.equal(runner.stats().queueDepth, 1);
+  assert.equal(c.lease().overShare, false);
+  c.release();
+  await c.done;
+  assert.deepEqual([a1.lease().overShare, a2.lease().overShare], [false, false], "A alone again");
+  a1.release();
+  await a3.running;
+  a2.release();
+  a3.release();
+  await Promise.all([a1.done, a2.done, a3.done]);
+  // Batch work stands over its share while interactive work runs.
+  const batch = hold("d", "batch");
+  await batch.running;
+  assert.equal(batch.lease().overShare, false, "batch alone");
+  const e = hold("e");
+  await e.running;
+  assert.deepEqual([batch.lease().overShare, e.lease().overShare], [true, false], "batch beside interactive work");
+  e.release();
+  await e.done;
+  assert.equal(batch.lease().overShare, false, "batch alone again");
+  batch.release();
+  await batch.done;
+  assert.equal(runner.stats().active, 0);
 });

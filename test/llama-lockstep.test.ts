@@ -106,3 +106,36 @@ test("a generation closed while its request waits ends that request and frees it
   await itA.return(undefined);
   assert.equal(gate.stats.generations, 0);
 });
+
+test("fair share: while a generation within its share is open, those over their share are held; they go on when it ends, or after a short bound while it asks nothing", async () => {
+  const log: string[] = [];
+  const gate = new Lockstep();
+  const [a, b] = [standIn(log, "a"), standIn(log, "b")];
+  gate.attach(a, 0);
+  gate.attach(b, 1);
+  gate.assign(0, { overShare: true, favoured: false });
+  gate.assign(1, { overShare: false, favoured: true });
+  const itA = a.evaluateWithMetadata([], {});
+  const itB = b.evaluateWithMetadata([], {});
+  await itA.next(); // alone: straight through
+  const heldA = itA.next();
+  for (let i = 0; i < 5; i++) await itB.next();
+  assert.deepEqual(log, ["a0", "b0", "b1", "b2", "b3", "b4"], "a's next step waited for all of b's");
+  // b stays open but asks for nothing: a's step goes after the bound (25 ms), not never.
+  const started = performance.now();
+  await heldA;
+  assert.ok(performance.now() - started < 1000);
+  assert.equal(log.at(-1), "a1");
+  // b asks again, and a is held again; b ends, and a goes on.
+  const nextA = itA.next();
+  await itB.next();
+  assert.deepEqual(log.slice(-2), ["a1", "b5"]);
+  await itB.return(undefined);
+  await nextA;
+  assert.equal(log.at(-1), "a2");
+  // Once the standing is gone (the request ended), nothing is held.
+  gate.assign(0, null);
+  gate.assign(1, null);
+  await itA.return(undefined);
+  assert.equal(gate.stats.generations, 0);
+});

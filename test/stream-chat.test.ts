@@ -22,6 +22,7 @@ before(async () => {
       { id: "single", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 1, threads: 1, queueSize: 1 },
       { id: "batching", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 4, threads: 1 },
       { id: "neighbours", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 4, threads: 1 },
+      { id: "fair", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 2, threads: 1 },
       { id: "lazy", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 256, parallel: 1, threads: 1, load: "lazy" },
       { id: "doomed", engine: "llama", source: stories, capabilities: ["chat"], contextSize: 2048, parallel: 1, threads: 1 },
     ],
@@ -228,6 +229,31 @@ test("continuous batching: a second concurrent request takes the free sequence n
   assert.ok(both.every((ids) => ids.join() === "0,1"), `sequence ids per decode: ${both.map((ids) => ids.join("")).join(" ")}`);
 });
 
+test("fair share in-process: while A's generations hold both slots, B's request starts at once on the reserve sequence and decodes alone; A's go on after it", async () => {
+  const engine = engines.loaded(srv, "fair") as LlamaEngine;
+  const a = await srv.createKey();
+  const b = await srv.createKey();
+  const streamA = async () => sseFrames(await srv.post("/v1/chat/completions", { model: "fair", messages: once, max_tokens: 200, temperature: 0, stream: true }, { key: a.key }));
+  const [a1, a2] = await Promise.all([streamA(), streamA()]);
+  for (const frames of [a1, a2]) while (!(await frames.next()).value?.choices?.[0]?.delta?.content);
+  const batches = decodes(engine);
+  const res = await srv.post("/v1/chat/completions", { model: "fair", messages: [{ role: "user", content: "The cat sat" }], max_tokens: 24, temperature: 0 }, { key: b.key });
+  assert.equal(res.status, 200);
+  const { usage } = (await res.json()) as { usage: { completion_tokens: number } };
+  const during = batches.splice(0);
+  // A's generations are still open: B did not wait for one of their slots.
+  assert.ok(engine.lockstepStats.generations >= 2, `A's generations are open (${engine.lockstepStats.generations})`);
+  // Every decode while B generated carried B's token alone (no decode carried all three).
+  const alone = during.filter((ids) => ids.length === 1);
+  assert.ok(alone.length >= usage.completion_tokens - 2, `decodes while B ran: ${during.map((ids) => ids.join("")).join(" ")}`);
+  assert.ok(during.every((ids) => new Set(ids).size < 3), `decodes while B ran: ${during.map((ids) => ids.join("")).join(" ")}`);
+  for (const frames of [a1, a2]) {
+    let done = false;
+    for await (const frame of frames) done = frame === "[DONE]";
+    assert.ok(done, "A's stream ends normally");
+  }
+});
+
 test("abort: 200 streams aborted mid-generation free every sequence; the next request is served at once", async () => {
   const runner = srv.server.ctx.catalog.get("stories");
   let aborted = 0;
@@ -253,7 +279,7 @@ test("abort: 200 streams aborted mid-generation free every sequence; the next re
   assert.equal(runner.stats().active, 0);
   assert.equal(runner.stats().queueDepth, 0);
   const engine = engines.loaded(srv, "stories") as LlamaEngine;
-  assert.equal(engine.sequencesLeft, 4, "every llama sequence is free");
+  assert.equal(engine.sequencesLeft, 5, "every llama sequence is free (parallel 4 and the fair-share reserve)");
   assert.equal(engine.lockstepStats.generations, 0, "no generation is left open in the lockstep gate");
   const started = performance.now();
   const res = await post({ model: "stories", messages: once, max_tokens: 5, temperature: 0 });

@@ -224,9 +224,21 @@ export interface AffinityPlacements {
  * engine's run step takes its own prepared type, without a cast.
  */
 
+/**
+ * Where a generation stands in its model's fair share (the scheduler's lease answers it). Engines that can pause a
+ * generation between decode steps (in-process llama) ask it at every step: while a favoured generation is open,
+ * those over their share wait for it.
+ */
+export interface ShareStanding {
+  /** Its account runs more than its share of the model (or it is batch work beside interactive work). */
+  readonly overShare: boolean;
+  /** Within its share, and not yet past its burst of service ahead of the others: the others over their share wait. */
+  readonly favoured: boolean;
+}
+
 export interface ChatPort<P extends PreparedChat = PreparedChat> {
   prepareChat(req: ChatRequest, signal?: AbortSignal): Promise<P>;
-  chat(req: ChatRequest, prepared: P, signal: AbortSignal): AsyncIterable<ChatDelta>;
+  chat(req: ChatRequest, prepared: P, signal: AbortSignal, standing?: ShareStanding): AsyncIterable<ChatDelta>;
 }
 
 export interface EmbedPort<P extends PreparedEmbed = PreparedEmbed> {
@@ -271,4 +283,9 @@ export interface Engine extends Partial<ChatPort>, Partial<EmbedPort>, Partial<R
   takeUpstreamLatencies?(): Map<string, number[]>;
   /** Prompt tokens served from the KV cache, for engines that keep one per sequence (diagnostics and metrics). */
   promptCacheStats?(): PromptCacheStats;
+  /**
+   * Chat requests the engine can hold beyond `parallel` while it pauses generations over their share (see
+   * ShareStanding): the scheduler starts an account under its share through them at once, instead of after a slot frees.
+   */
+  readonly pausableSlots?: number;
 }

@@ -39,6 +39,8 @@ export class ModelRunner {
   private engine: Engine | null = null;
   private loading: Promise<void> | null = null;
   private active = 0;
+  /** Interactive leases held (batch leases stand over their share while there are any). */
+  private interactiveRunning = 0;
   /** When the last interactive request arrived (performance.now()), for the batch headroom. */
   private interactiveSeenAt = -Infinity;
   private headroomTimer: NodeJS.Timeout | null = null;
@@ -214,6 +216,10 @@ export class ModelRunner {
       this.queue.started(ticket.account, ticket.weight);
       return Promise.resolve(this.grant(engine, want, ticket));
     }
+    if (interactive && this.pausedPlaceFree(engine) && this.queue.preempts(ticket.account, ticket.weight, this.entry.parallel)) {
+      this.queue.started(ticket.account, ticket.weight);
+      return Promise.resolve(this.grant(engine, 1, ticket));
+    }
     if (interactive) {
       const estimate = this.estimatedWaitMs(ticket);
       if (estimate !== null && estimate > this.entry.maxQueueWaitMs) {
@@ -300,6 +306,14 @@ export class ModelRunner {
     return new AppError("model_loading", { message: `The model '${this.entry.id}' is loading.`, retryAfterMs: Math.max(1000, this.lastLoadMs) });
   }
 
+  /**
+   * Whether a request may start beyond `parallel`: the engine can pause generations over their share (ShareStanding)
+   * and holds fewer requests beyond it than it can.
+   */
+  private pausedPlaceFree(engine: Engine): boolean {
+    return this.active < this.entry.parallel + (engine.pausableSlots ?? 0) && this.active >= this.entry.parallel;
+  }
+
   /** Slots batch work may take: the free ones, less one while interactive work keeps its headroom. */
   private batchSlotsFree(): number {
     const headroom = this.entry.parallel > 1 && performance.now() - this.interactiveSeenAt < interactiveHeadroomMs ? 1 : 0;
@@ -320,15 +334,25 @@ export class ModelRunner {
   private grant(engine: Engine, wanted: number, ticket: Ticket): Lease {
     const slots = Math.max(1, Math.min(wanted, this.entry.parallel - this.active));
     this.active += slots;
+    const interactive = ticket.priority === "interactive";
+    if (interactive) this.interactiveRunning++;
     this.clearIdleTimer();
     const started = Date.now();
     let released = false;
     let charged = 0;
+    const overShare = () => (!interactive && this.interactiveRunning > 0) || this.queue.overShare(ticket.account, this.entry.parallel);
+    const favoured = () => this.queue.favoured(ticket.account, this.entry.parallel);
     return {
       engine,
       slots,
       get charged() {
         return charged;
+      },
+      get overShare() {
+        return !released && overShare();
+      },
+      get favoured() {
+        return !released && !overShare() && favoured();
       },
       charge: (tokens) => {
         if (!(tokens > 0)) return;
@@ -341,6 +365,7 @@ export class ModelRunner {
         if (released) return;
         released = true;
         this.active -= slots;
+        if (interactive) this.interactiveRunning--;
         this.queue.finished(ticket.account);
         this.drain.released(Date.now() - started);
         this.next();
@@ -364,6 +389,11 @@ export class ModelRunner {
         this.queue.finished(entry.account);
         waiter.reject(this.loadingError());
       }
+    }
+    // A place beyond `parallel` freed: an account under its share that waited for one starts now.
+    if (this.engine && this.#state === "ready" && this.pausedPlaceFree(this.engine)) {
+      const entry = this.queue.shiftPreempting(this.entry.parallel);
+      if (entry) entry.item.resolve(this.grant(this.engine, 1, { account: entry.account, weight: entry.item.weight, priority: entry.priority }));
     }
     if (this.active === 0) {
       for (const resolve of this.drainWaiters.splice(0)) resolve();

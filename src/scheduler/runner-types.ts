@@ -1,4 +1,4 @@
-import type { Engine, PromptCacheStats, UpstreamStats } from "../engines/engine.ts";
+import type { Engine, PromptCacheStats, ShareStanding, UpstreamStats } from "../engines/engine.ts";
 import type { Priority, TenantView } from "./vtc-queue.ts";
 
 /** What the scheduler's callers and observers see of it: a job, its lease, a runner's stats and events. */
@@ -46,8 +46,12 @@ export interface RunnerObserver {
   unloaded(model: string): void;
 }
 
-/** Slots of the model's `parallel` capacity held by one request; release exactly once when the work ends. */
-export interface Lease {
+/**
+ * Slots of the model's `parallel` capacity held by one request; release exactly once when the work ends. Its
+ * standing (`overShare`) says whether the request now runs over its account's share: batch work while interactive
+ * work runs, or an account running more than its weighted part of `parallel`.
+ */
+export interface Lease extends ShareStanding {
   engine: Engine;
   slots: number;
   /** Charges tokens of service to the request's account (completion tokens as they are generated). */

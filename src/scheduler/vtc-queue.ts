@@ -13,10 +13,19 @@
  * Priorities: `interactive` waiters always go before `batch` waiters, except a batch waiter older than the
  * model's `batchMaxWait`, which goes before everyone (oldest first), so batch work is never starved for good.
  *
+ * Shares of the running requests (engines that pause generations, see `overShare` and `preempts`): an account's
+ * share of a model's `parallel` capacity is its weight's part of the weights of the accounts running or waiting,
+ * and at least one request. An account within its share is favoured (others over their share pause for it) until
+ * its counter runs `burstTokens` ahead of the lowest counter of the accounts running: a light account gets its
+ * answers at full speed, and one that keeps generating goes back to sharing steps until the others catch up.
+ *
  * Push-out: when the queue is full and the arriving account holds fewer waiters than its weighted share of the
  * queue, the newest waiter of the account most over its share is refused instead (`pushOutFor`).
  */
 export type Priority = "interactive" | "batch";
+
+/** How far ahead in weighted service an account within its share stays favoured (about one long answer). */
+export const burstTokens = 256;
 
 export const priorities: readonly Priority[] = ["interactive", "batch"];
 
@@ -140,6 +149,61 @@ export class VtcQueue<T> {
   charge(account: string, tokens: number): void {
     const tenant = this.tenants.get(account);
     if (tenant && tokens > 0) tenant.counter += tokens / tenant.weight;
+  }
+
+  /** Whether the account runs more requests than its weighted share of `capacity`. */
+  overShare(account: string, capacity: number): boolean {
+    const tenant = this.tenants.get(account);
+    return tenant !== undefined && tenant.running > this.shareOf(tenant, capacity);
+  }
+
+  /** Whether the account is within its share and within its burst of service ahead of the accounts running. */
+  favoured(account: string, capacity: number): boolean {
+    const tenant = this.tenants.get(account);
+    if (!tenant || tenant.running > this.shareOf(tenant, capacity)) return false;
+    let lowest = tenant.counter;
+    for (const t of this.tenants.values()) if (t.running > 0 && t.counter < lowest) lowest = t.counter;
+    return tenant.counter - lowest <= burstTokens;
+  }
+
+  /**
+   * Whether a new request of the account, started beyond `capacity`, would keep it within its share while another
+   * account runs over its own (whose generations then pause for it). Never for an account that has waiters.
+   */
+  preempts(account: string, weight: number, capacity: number): boolean {
+    const tenant = this.tenants.get(account);
+    return !(tenant && tenant.waiting.length > 0) && this.wouldPreempt(account, tenant, weight, capacity);
+  }
+
+  /** The oldest interactive waiter whose account would preempt (when a place beyond `capacity` frees). */
+  shiftPreempting(capacity: number): QueueEntry<T> | undefined {
+    let chosen: QueueEntry<T> | undefined;
+    for (const [account, t] of this.tenants) {
+      const entry = t.waiting.find((e) => e.priority === "interactive");
+      if (entry && (!chosen || entry.seq < chosen.seq) && this.wouldPreempt(account, t, t.weight, capacity)) chosen = entry;
+    }
+    if (!chosen) return undefined;
+    this.remove(chosen);
+    this.started(chosen.account);
+    return chosen;
+  }
+
+  private wouldPreempt(account: string, tenant: Tenant<T> | undefined, weight: number, capacity: number): boolean {
+    const active = tenant !== undefined && (tenant.running > 0 || tenant.waiting.length > 0);
+    const weights = this.activeWeights() + (active ? 0 : weight);
+    if ((tenant?.running ?? 0) + 1 > Math.max(1, (capacity * weight) / weights)) return false;
+    for (const [id, t] of this.tenants) if (id !== account && t.running > this.shareOf(t, capacity, weights)) return true;
+    return false;
+  }
+
+  private activeWeights(): number {
+    let weights = 0;
+    for (const t of this.tenants.values()) if (t.running > 0 || t.waiting.length > 0) weights += t.weight;
+    return weights;
+  }
+
+  private shareOf(tenant: Tenant<T>, capacity: number, weights = this.activeWeights()): number {
+    return weights > 0 ? Math.max(1, (capacity * tenant.weight) / weights) : capacity;
   }
 
   /**

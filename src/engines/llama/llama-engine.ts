@@ -24,6 +24,7 @@ import type {
   PreparedChat,
   PreparedEmbed,
   PromptCacheStats,
+  ShareStanding,
 } from "../engine.ts";
 import { toChatHistory } from "./chat-history.ts";
 import { AsyncQueue } from "../../workers/async-queue.ts";
@@ -68,6 +69,8 @@ export class LlamaEngine implements Engine, ChatPort<LlamaPreparedChat>, EmbedPo
   readonly support = llamaChatSupport;
   private readonly capabilities: ReadonlySet<string>;
   private readonly threads: number;
+  /** Chat sequences beyond `parallel`, for requests of accounts under their share (see the Lockstep's holds). */
+  private readonly reserve: number;
   private model: LlamaModel | null = null;
   private context: LlamaContext | null = null;
   private embedder: LlamaEmbeddingContext | null = null;
@@ -96,6 +99,11 @@ export class LlamaEngine implements Engine, ChatPort<LlamaPreparedChat>, EmbedPo
   ) {
     this.capabilities = new Set(entry.capabilities);
     this.threads = llamaOptions(entry).threads;
+    this.reserve = entry.capabilities.includes("chat") ? llamaOptions(entry).fairShareReserve : 0;
+  }
+
+  get pausableSlots(): number {
+    return this.context ? this.reserve : 0;
   }
 
   get contextSize(): number | null {
@@ -119,15 +127,16 @@ export class LlamaEngine implements Engine, ChatPort<LlamaPreparedChat>, EmbedPo
       const threads = { ideal: this.threads, min: this.threads };
       const contextSize = this.entry.contextSize ?? model.trainContextSize;
       if (this.capabilities.has("chat")) {
+        const sequences = this.entry.parallel + this.reserve;
         this.context = await model.createContext({
-          sequences: this.entry.parallel,
+          sequences,
           contextSize,
           threads,
           flashAttention: llamaOptions(this.entry).flashAttention,
           createSignal: signal,
         });
         // node-llama-cpp gives a fresh context's sequences the ids 0, 1, 2... in this order.
-        this.sequences = Array.from({ length: this.entry.parallel }, () => this.context!.getSequence());
+        this.sequences = Array.from({ length: sequences }, () => this.context!.getSequence());
         this.freeSequences = [...this.sequences];
         this.lockstep = new Lockstep();
         this.sequences.forEach((sequence, id) => this.lockstep.attach(sequence, id));
@@ -184,7 +193,7 @@ export class LlamaEngine implements Engine, ChatPort<LlamaPreparedChat>, EmbedPo
       const id = this.sequences.indexOf(sequence);
       return { index, shared, score, neighbours: Number(busy(id - 1)) + Number(busy(id + 1)) };
     });
-    if (scored.length === 0) throw new Error(`model ${this.entry.id}: no free sequence (the scheduler admits at most parallel=${this.entry.parallel})`);
+    if (scored.length === 0) throw new Error(`model ${this.entry.id}: no free sequence (the scheduler admits at most parallel=${this.entry.parallel} + ${this.reserve} paused)`);
     type Candidate = (typeof scored)[number];
     const better = (a: Candidate, b: Candidate) => (b.score > a.score || (b.score === a.score && b.index > a.index) ? b : a);
     let best = scored.reduce(better);
@@ -233,14 +242,25 @@ export class LlamaEngine implements Engine, ChatPort<LlamaPreparedChat>, EmbedPo
     return { promptTokens, maxTokens: fitCompletion(context.contextSize, promptTokens, req).budget, plan, tokens };
   }
 
-  async *chat(req: ChatRequest, prepared: LlamaPreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
-    const { wrapper } = this.ready();
-    const { plan } = prepared;
+  async *chat(req: ChatRequest, prepared: LlamaPreparedChat, signal: AbortSignal, standing?: ShareStanding): AsyncIterable<ChatDelta> {
     signal.throwIfAborted();
     const sequence = this.takeSequence(prepared.tokens);
+    const id = this.sequences.indexOf(sequence);
+    this.lockstep.assign(id, standing ?? null);
+    try {
+      yield* this.generate(req, prepared, signal, sequence);
+    } finally {
+      this.lockstep.assign(id, null);
+      this.freeSequences.push(sequence);
+    }
+  }
+
+  /** One chat on a lent sequence: the logprobs loop, or LlamaChat. */
+  private async *generate(req: ChatRequest, prepared: LlamaPreparedChat, signal: AbortSignal, sequence: LlamaContextSequence): AsyncIterable<ChatDelta> {
+    const { wrapper } = this.ready();
+    const { plan } = prepared;
     if (req.topLogprobs !== null) {
-      try {
-        yield* sampleWithLogprobs({
+      yield* sampleWithLogprobs({
           model: this.model!,
           sequence,
           promptTokens: prepared.tokens,
@@ -252,9 +272,6 @@ export class LlamaEngine implements Engine, ChatPort<LlamaPreparedChat>, EmbedPo
           topLogprobs: req.topLogprobs,
           signal,
         });
-      } finally {
-        this.freeSequences.push(sequence);
-      }
       return;
     }
     const stop = new AbortController();
@@ -332,7 +349,6 @@ export class LlamaEngine implements Engine, ChatPort<LlamaPreparedChat>, EmbedPo
       stop.abort();
       await generation;
       chat.dispose({ disposeSequence: false });
-      this.freeSequences.push(sequence);
     }
   }
 

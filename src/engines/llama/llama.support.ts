@@ -10,12 +10,20 @@ export const LlamaOptions = Type.Object(
     threads: Type.Optional(Type.Integer({ minimum: 1, maximum: 256, default: 1 })),
     /** llama.cpp flash attention: `auto` (llama.cpp decides), on or off. */
     flashAttention: Type.Optional(Type.Union([Type.Literal("auto"), Type.Boolean()], { default: "auto" })),
+    /**
+     * Chat sequences beyond `parallel` (default 1 when parallel > 1, else 0): through them a request of an account
+     * under its fair share starts at once while generations over their share pause. Each costs one sequence's KV cache.
+     */
+    fairShareReserve: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
   },
   { additionalProperties: false },
 );
-export type LlamaOptions = Required<Static<typeof LlamaOptions>>;
+export type LlamaOptions = Required<Omit<Static<typeof LlamaOptions>, "fairShareReserve">> & { fairShareReserve: number };
 
-export const llamaOptions = (entry: ModelEntry): LlamaOptions => entry.options as LlamaOptions;
+export const llamaOptions = (entry: ModelEntry): LlamaOptions => {
+  const options = entry.options as Static<typeof LlamaOptions> & Omit<LlamaOptions, "fairShareReserve">;
+  return { ...options, fairShareReserve: options.fairShareReserve ?? (entry.parallel > 1 ? 1 : 0) };
+};
 
 /** GGUF chat and embeddings on node-llama-cpp: grammar-constrained tools and JSON, our own logprobs loop, <think> reasoning. */
 export const llamaChatSupport: EngineSupport = {

@@ -1,4 +1,5 @@
 import type { LlamaContextSequence } from "node-llama-cpp";
+import type { ShareStanding } from "../engine.ts";
 
 type TokenIterator = AsyncGenerator<unknown, unknown, unknown>;
 type Step = { value: unknown; inner: TokenIterator; sequenceId: number; resolve: (r: IteratorResult<unknown>) => void; reject: (e: unknown) => void };
@@ -17,10 +18,22 @@ type Step = { value: unknown; inner: TokenIterator; sequenceId: number; resolve:
  * else holds no one back); then it passes the requests on together, in sequence-id order, on the next turn
  * (requests arriving before then join them; node-llama-cpp queues them in that order and dispatches after).
  * A single open generation goes straight through.
+ *
+ * Fair share: each sequence carries the standing of the generation using it (`assign`). While a favoured generation
+ * (its account within its share, see ShareStanding) is open, the steps of those over their share are held: the
+ * under-served request decodes alone, at its own speed, instead of in a batch whose every step costs more. They go
+ * on when it ends or stops being favoured, or after `maxHoldMs` without a step from it (a generation stalled
+ * elsewhere holds no one back for long).
  */
+/** The longest held steps wait while the favoured generations ask for nothing. */
+const maxHoldMs = 25;
+
 export class Lockstep {
-  /** Open token iterators (generations in progress). */
-  private open = 0;
+  /** Open token iterators (generations in progress), with their sequence ids. */
+  private readonly open = new Map<TokenIterator, number>();
+  /** The standing of the generation using each sequence (none: it counts as within its share). */
+  private readonly standings = new Map<number, ShareStanding>();
+  private holdTimer: NodeJS.Timeout | null = null;
   /** Requests passed on to node-llama-cpp and not answered yet (their tokens are being decoded or sampled). */
   private inFlight = 0;
   /** Requests holding for the current step to complete. */
@@ -34,7 +47,13 @@ export class Lockstep {
 
   /** Open generations (zero once every request has ended, aborted or not), steps and requests passed on. */
   get stats(): { generations: number; steps: number; tokens: number } {
-    return { generations: this.open, steps: this.steps, tokens: this.requests };
+    return { generations: this.open.size, steps: this.steps, tokens: this.requests };
+  }
+
+  /** The generation now using the sequence stands so in its model's fair share; null when it ends. */
+  assign(sequenceId: number, standing: ShareStanding | null): void {
+    if (standing) this.standings.set(sequenceId, standing);
+    else this.standings.delete(sequenceId);
   }
 
   /**
@@ -50,11 +69,11 @@ export class Lockstep {
 
   private wrap(inner: TokenIterator, sequenceId: number): TokenIterator {
     let closed = false;
-    this.open++;
+    this.open.set(inner, sequenceId);
     const close = () => {
       if (closed) return;
       closed = true;
-      this.open--;
+      this.open.delete(inner);
       // A request still held for this iterator ends with it.
       for (const step of this.waiting.filter((s) => s.inner === inner)) step.resolve({ done: true, value: undefined });
       this.waiting = this.waiting.filter((s) => s.inner !== inner);
@@ -77,8 +96,8 @@ export class Lockstep {
               reject(err);
             },
           };
-          if (this.releasing) this.releasing.push(step);
-          else if (this.open === 1 && this.inFlight === 0) this.passOn([step]);
+          if (this.releasing && !this.held(sequenceId)) this.releasing.push(step);
+          else if (this.open.size === 1 && this.inFlight === 0) this.passOn([step]);
           else {
             this.waiting.push(step);
             this.check();
@@ -100,21 +119,48 @@ export class Lockstep {
     return gated;
   }
 
-  /** Releases the held requests when the step is complete: nothing in flight or releasing, and everyone asked. */
+  /** Whether the sequence's steps wait now: it is over its share while a favoured generation is open. */
+  private held(sequenceId: number): boolean {
+    if (this.standings.get(sequenceId)?.overShare !== true) return false;
+    for (const id of this.open.values()) if (this.standings.get(id)?.favoured === true) return true;
+    return false;
+  }
+
+  /**
+   * Releases the waiting requests when the step is complete: nothing in flight or releasing, and every open
+   * generation that is not held has asked. Held requests stay.
+   */
   private check(): void {
     if (this.inFlight > 0 || this.releasing || this.waiting.length === 0) return;
-    if (this.waiting.length >= this.open) return this.release();
+    const ready = this.waiting.filter((s) => !this.held(s.sequenceId));
+    if (ready.length === 0) return this.holdAtMost(maxHoldMs);
+    let expected = 0;
+    for (const id of this.open.values()) if (!this.held(id)) expected++;
+    if (ready.length >= expected) return this.release(ready);
     // Someone is busy with something else: give it this event-loop turn, then go without it.
     this.fallback ??= setImmediate(() => {
       this.fallback = null;
-      if (this.inFlight === 0 && !this.releasing && this.waiting.length > 0) this.passOn(this.waiting.splice(0));
+      if (this.inFlight > 0 || this.releasing) return;
+      const now = this.waiting.filter((s) => !this.held(s.sequenceId));
+      if (now.length > 0) this.passOn(this.take(now));
     });
   }
 
-  private release(): void {
-    const steps = this.waiting;
-    this.waiting = [];
-    this.releasing = steps;
+  /** Held requests go on when the generations they wait for have asked for nothing within `ms`. */
+  private holdAtMost(ms: number): void {
+    this.holdTimer ??= setTimeout(() => {
+      this.holdTimer = null;
+      if (this.inFlight === 0 && !this.releasing && this.waiting.length > 0) this.passOn(this.waiting.splice(0));
+    }, ms);
+  }
+
+  private take(steps: Step[]): Step[] {
+    this.waiting = this.waiting.filter((s) => !steps.includes(s));
+    return steps;
+  }
+
+  private release(steps: Step[]): void {
+    this.releasing = this.take(steps);
     setImmediate(() => {
       this.releasing = null;
       this.passOn(steps);
@@ -122,6 +168,8 @@ export class Lockstep {
   }
 
   private passOn(steps: Step[]): void {
+    if (this.holdTimer) clearTimeout(this.holdTimer);
+    this.holdTimer = null;
     // In sequence order: node-llama-cpp queues them in the order asked (each takes the same path from here).
     steps.sort((a, b) => a.sequenceId - b.sequenceId);
     this.steps++;

@@ -48,7 +48,7 @@ export async function collectChat(ctx: AppContext, request: RequestContext, mode
       const timer = new GenerationTimer(ctx.metrics, model, request);
       const meter = completionMeter(lease);
       try {
-        for await (const delta of port.chat(req, prepared, signal)) {
+        for await (const delta of port.chat(req, prepared, signal, lease)) {
           if (delta.type !== "done") timer.piece();
           acc.add(delta);
           meter(acc.pieces);
@@ -103,7 +103,7 @@ export async function streamChatTo(ctx: AppContext, request: RequestContext, mod
       writer.finish(reason, acc);
     };
     try {
-      for await (const delta of port.chat(req, prepared, signal)) {
+      for await (const delta of port.chat(req, prepared, signal, lease)) {
         acc.add(delta);
         meter(acc.pieces);
         if (delta.type === "done") break;
