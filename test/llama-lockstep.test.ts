@@ -121,7 +121,7 @@ test("fair share: while a generation within its share is open, those over their 
   const heldA = itA.next();
   for (let i = 0; i < 5; i++) await itB.next();
   assert.deepEqual(log, ["a0", "b0", "b1", "b2", "b3", "b4"], "a's next step waited for all of b's");
-  // b stays open but asks for nothing: a's step goes after the bound (25 ms), not never.
+  // b stays open but asks for nothing: a's step goes after the bound (2 ms), not never.
   const started = performance.now();
   await heldA;
   assert.ok(performance.now() - started < 1000);
