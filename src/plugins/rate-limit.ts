@@ -63,9 +63,11 @@ const headersOf = ({ limit, result }: Counted): Record<string, string> => ({
  * that frees last.
  */
 function mostConstraining(counted: Counted[]): Counted {
-  const remaining = (c: Counted) => (c.result.allowed ? c.limit - c.result.count : -1);
   return counted.reduce((a, b) => (remaining(b) < remaining(a) || (remaining(b) === remaining(a) && b.result.resetMs > a.result.resetMs) ? b : a));
 }
+
+/** A bucket's requests left (-1: it refused). Module-level: tsx's keepNames makes every named closure cost a defineProperty. */
+const remaining = (c: Counted) => (c.result.allowed ? c.limit - c.result.count : -1);
 
 /**
  * Headers go on with reply.header before anything can fail, so every response carries them, errors included; a
@@ -104,6 +106,7 @@ export const rateLimitPlugin = fp(
       throw new AppError("rate_limit_exceeded", { message: `${describe(last)} Retry after the time given in Retry-After.`, retryAfterMs: last.result.resetMs });
     }
 
+    const keyOrAccount = (c: Counted) => (c.bucket.startsWith("acct:") ? " for this account" : " for this key");
     const exceeded = (c: Counted, what = "") => `Rate limit of ${c.limit} requests per ${formatResetDuration(c.windowMs / 1000)}${what} exceeded.`;
 
     async function count(reply: FastifyReply, hits: BucketHit[], what: (c: Counted) => string = () => ""): Promise<void> {
@@ -148,19 +151,18 @@ export const rateLimitPlugin = fp(
           { bucket: `k:${auth.keyId}`, limit: rateLimit.requests, windowMs: rateLimit.windowMs },
           { bucket: account, limit: accountRateLimit.requests, windowMs: accountRateLimit.windowMs },
         ];
-        const what = (c: Counted) => (c.bucket === account ? " for this account" : " for this key");
         // The key's token windows (issue 32), read alongside the request count: every /v1 answer carries their
         // headers, errors included; a store that cannot answer leaves them out (the reservation decides).
         const tokenHeaders = app.ctx.tokens.headers(auth)?.catch(() => null) ?? null;
         if (countsNow && !tokenHeaders) {
           try {
-            answer(reply, withResults(hits, countsNow.hitAllSync(hits)), what);
+            answer(reply, withResults(hits, countsNow.hitAllSync(hits)), keyOrAccount);
           } catch (err) {
             return done(err as FastifyError);
           }
           return done();
         }
-        countWithTokenHeaders(reply, hits, what, tokenHeaders).then(() => done(), done);
+        countWithTokenHeaders(reply, hits, keyOrAccount, tokenHeaders).then(() => done(), done);
       },
       async signInAttempt(request, reply, email) {
         const address = anonymousHit(request.clientIp);
