@@ -108,8 +108,8 @@ export function expectationFailed(app: FastifyInstance): (req: IncomingMessage, 
  */
 export function refuseMissingHost(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
   if (request.headers.host !== undefined || request.raw.httpVersion !== "1.1") return done();
-  // Answered here: the hook chain does not go on (done is not called).
-  void answerMissingHost(request, reply);
+  // Answered here: the hook chain goes on (done) only if answering fails, so the error handler answers instead.
+  answerMissingHost(request, reply).catch(done);
 }
 
 async function answerMissingHost(request: FastifyRequest, reply: FastifyReply): Promise<void> {
