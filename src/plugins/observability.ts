@@ -26,7 +26,7 @@ function routeOf(url: string | undefined, status: number): string {
 export const observabilityPlugin = fp(
   async (app, opts: { metrics: Metrics }) => {
     const { metrics } = opts;
-    // The per-request series, looked up once per label set (prom-client hashes the label object on every call).
+    // The per-request series, made once per label set (prom-client's children still hash their labels on each call).
     const requestSeries = new Map<string, { count: Counter.Internal; duration: Histogram.Internal<"endpoint" | "model"> }>();
     const series = (endpoint: string, model: string, status: string, code: string) => {
       const key = `${endpoint}\u0000${model}\u0000${status}\u0000${code}`;
