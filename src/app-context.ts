@@ -52,8 +52,11 @@ export interface TokenReservation {
  * headers are handed to `setHeaders`, which an HTTP route puts on its reply and another caller may ignore.
  */
 export interface TokenGate {
-  /** The `x-ratelimit-*-tokens` headers of the key's token windows without reserving; null when its plan has none. */
-  headers(subject: MeterSubject): Promise<Record<string, string> | null>;
+  /**
+   * The `x-ratelimit-*-tokens` headers of the key's token windows without reserving; null at once (nothing to wait
+   * for) when its plan has none.
+   */
+  headers(subject: MeterSubject): Promise<Record<string, string>> | null;
   /**
    * Reserves `amount` in the key's and account's token windows, the account's quota and its budget, in all or none
    * (429 rate_limit_exceeded naming what is spent, with Retry-After); null when the plan meters nothing.

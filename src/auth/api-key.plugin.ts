@@ -1,5 +1,5 @@
 import fp from "fastify-plugin";
-import type { FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from "fastify";
 import type { AuthContext } from "./auth-context.ts";
 import { AppError } from "../errors/app-error.ts";
 import { IpAllowlist } from "./ip-allowlist.ts";
@@ -20,10 +20,13 @@ export interface ApiKeyAuth {
   forget(keyId: string): void;
   /** A key was created: unknown keys remembered by this node are looked up again. */
   keyCreated(): void;
-  /** Sets `request.auth` from a valid key, or refuses with 401 invalid_api_key (counted by the anonymous limiter). */
-  authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void>;
-  /** 403 ip_not_allowed when the key's account has an allowlist the client address is outside. */
-  checkIpAllowlist(request: FastifyRequest, reply: FastifyReply): Promise<void>;
+  /**
+   * An onRequest hook: sets `request.auth` from a valid key, or refuses with 401 invalid_api_key (counted by the
+   * anonymous limiter).
+   */
+  authenticate(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void;
+  /** An onRequest hook: 403 ip_not_allowed when the key's account has an allowlist the client address is outside. */
+  checkIpAllowlist(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void;
 }
 
 declare module "fastify" {
@@ -207,12 +210,26 @@ export const authPlugin = fp(
       return entry;
     }
 
-    async function authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    /** A key bound to a deployment is valid only there; an unbound key only on the shared deployment. */
+    const validHere = (entry: CachedKey) => (entry.auth.deployment ?? "shared") === config.deployment;
+
+    function authenticate(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
       const key = bearerToken(request.headers.authorization);
+      const now = Date.now();
+      const entry = key ? cache.get(key) : undefined;
+      // A key found valid under keyCacheTtlMs ago, and usable here, is admitted at once; anything else (a lookup, a
+      // refusal) takes the path that may wait.
+      if (entry && entry.expiresAt > now && !entry.revoked && !revokedIds.has(entry.auth.keyId) && validHere(entry)) {
+        admit(request, entry, now);
+        return done();
+      }
+      authenticateChecked(request, reply, key, now).then(() => done(), done);
+    }
+
+    async function authenticateChecked(request: FastifyRequest, reply: FastifyReply, key: string | null, now: number): Promise<void> {
       if (!key) {
         return refuse(request, reply, new AppError("invalid_api_key", { message: "Missing API key: send Authorization: Bearer <API_KEY>." }));
       }
-      const now = Date.now();
       let entry = cache.get(key);
       if (!(entry && entry.expiresAt > now)) {
         if (!isWellFormedKey(key)) return refuse(request, reply, new AppError("invalid_api_key", { message: "Malformed API key." }));
@@ -222,10 +239,13 @@ export const authPlugin = fp(
       if (entry.revoked) {
         return refuse(request, reply, new AppError("invalid_api_key", { message: "This API key has been revoked." }));
       }
-      // A key bound to a deployment is valid only there; an unbound key only on the shared deployment.
-      if ((entry.auth.deployment ?? "shared") !== config.deployment) {
+      if (!validHere(entry)) {
         return refuse(request, reply, new AppError("invalid_api_key", { message: "This API key is not valid on this endpoint." }));
       }
+      admit(request, entry, now);
+    }
+
+    function admit(request: FastifyRequest, entry: CachedKey, now: number): void {
       request.auth = entry.auth;
       const last = lastTouched.get(entry.auth.keyId) ?? 0;
       if (now - last >= touchEveryMs) {
@@ -235,13 +255,13 @@ export const authPlugin = fp(
       }
     }
 
-    async function checkIpAllowlist(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    function checkIpAllowlist(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
       const auth = request.auth;
-      if (!auth?.allowlist || auth.allowlist.allows(request.clientIp)) return;
+      if (!auth?.allowlist || auth.allowlist.allows(request.clientIp)) return done();
       request.log.info({ keyId: auth.keyId, ip: request.clientIp }, "address outside the account's allowlist");
       // Refused before the key's own limit: the anonymous limiter counts it, so outsiders don't use the key's quota.
       request.auth = null;
-      return refuse(request, reply, new AppError("ip_not_allowed", { message: `Requests from ${request.clientIp} are not allowed for this account.` }));
+      refuse(request, reply, new AppError("ip_not_allowed", { message: `Requests from ${request.clientIp} are not allowed for this account.` })).catch(done);
     }
 
     let nextRevokedSweep = 0;

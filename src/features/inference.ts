@@ -65,19 +65,23 @@ export async function runInference<E extends EndpointCapability, P, R>(ctx: AppC
         account: request.auth.accountId,
         weight: request.auth.plan.weight,
         priority: request.priority ?? request.auth.plan.priority,
-        cost: (prepared) => spec.promptTokens?.(prepared) ?? 0,
         signal,
-        prepare: (engine, prepareSignal) =>
-          inSpan("prepare", {}, async () => {
+        slots: spec.slots,
+        onQueued: spec.onQueued,
+        // Methods, not arrow properties: under tsx (keepNames) each named closure costs a defineProperty per request.
+        cost(prepared) {
+          return spec.promptTokens?.(prepared) ?? 0;
+        },
+        prepare(engine, prepareSignal) {
+          return inSpan("prepare", {}, async () => {
             const prepared = await spec.prepare(portOf(engine, spec.port), prepareSignal);
             const amount = spec.reservation ? spec.reservation(prepared) : defaultReservation(prepared, spec.input, runner.entry.contextSize);
             reservation = await ctx.tokens.reserve(request.auth, spec.model, amount, request.setHeaders);
             waiting = startSpan("queue wait", {}, traceContext);
             return prepared;
-          }),
-        slots: spec.slots,
-        onQueued: spec.onQueued,
-        run: (engine, prepared, lease) => {
+          });
+        },
+        run(engine, prepared, lease) {
           endWait();
           held = lease;
           return inSpan("generation", {}, () => spec.run(portOf(engine, spec.port), prepared, signal, lease));

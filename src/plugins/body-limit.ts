@@ -73,12 +73,16 @@ function watchUpload(request: FastifyRequest, reply: FastifyReply, limit: number
  * `Expect: 100-continue` is told to send it). Requests without a key (admin, unknown
  * paths) use the default plan's limits.
  */
-export async function limitBody(request: FastifyRequest, reply: FastifyReply, payload: Readable): Promise<Readable> {
-  if (request.method === "GET" || request.method === "HEAD") return payload;
+export function limitBody(request: FastifyRequest, reply: FastifyReply, payload: Readable, done: (err: Error | null, payload?: Readable) => void): void {
+  done(null, request.method === "GET" || request.method === "HEAD" ? payload : limited(request, reply, payload));
+}
+
+function limited(request: FastifyRequest, reply: FastifyReply, payload: Readable): Readable {
   const config = request.server.ctx.config;
   const plan = request.auth?.plan ?? config.plans.get(config.defaultPlan)!;
-  const upload = request.routeOptions.config?.upload === true;
-  const limit = upload ? (request.routeOptions.config?.batchFile === true ? plan.maxBatchFileBytes : plan.maxUploadBytes) : plan.maxBodyBytes;
+  const routeConfig = request.routeOptions.config;
+  const upload = routeConfig?.upload === true;
+  const limit = upload ? (routeConfig?.batchFile === true ? plan.maxBatchFileBytes : plan.maxUploadBytes) : plan.maxBodyBytes;
   const declared = Number(request.headers["content-length"]);
   if (Number.isFinite(declared) && declared > limit) {
     discardRest(request.raw);

@@ -1,6 +1,6 @@
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from "fastify";
 import { AppError } from "../errors/app-error.ts";
 import { retryHeaders, toEnvelope } from "../errors/envelope.ts";
 import { normalizeIp } from "../auth/ip-allowlist.ts";
@@ -106,17 +106,21 @@ export function expectationFailed(app: FastifyInstance): (req: IncomingMessage, 
  * An HTTP/1.1 request without Host (RFC 9112 §3.2 requires one): Node's own refusal (`requireHostHeader`) would be a
  * bare 400 with no envelope and no request id, so the server turns it off and this onRequest hook answers instead.
  */
-export async function refuseMissingHost(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
-  if (request.headers.host !== undefined || request.raw.httpVersion !== "1.1") return undefined;
+export function refuseMissingHost(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+  if (request.headers.host !== undefined || request.raw.httpVersion !== "1.1") return done();
+  // Answered here: the hook chain goes on (done) only if answering fails, so the error handler answers instead.
+  answerMissingHost(request, reply).catch(done);
+}
+
+async function answerMissingHost(request: FastifyRequest, reply: FastifyReply): Promise<void> {
   const error = new AppError("invalid_parameter", { message: "The request has no Host header; HTTP/1.1 requires one." });
   try {
     await request.server.limits.anonymous(request, reply);
   } catch (limited) {
     sendClosing(reply, limited as AppError);
-    return reply;
+    return;
   }
   sendClosing(reply, error);
-  return reply;
 }
 
 function sendClosing(reply: FastifyReply, error: AppError): void {

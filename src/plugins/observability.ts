@@ -26,7 +26,7 @@ function routeOf(url: string | undefined, status: number): string {
 export const observabilityPlugin = fp(
   async (app, opts: { metrics: Metrics }) => {
     const { metrics } = opts;
-    // The per-request series, looked up once per label set (prom-client hashes the label object on every call).
+    // The per-request series, made once per label set (prom-client's children still hash their labels on each call).
     const requestSeries = new Map<string, { count: Counter.Internal; duration: Histogram.Internal<"endpoint" | "model"> }>();
     const series = (endpoint: string, model: string, status: string, code: string) => {
       const key = `${endpoint}\u0000${model}\u0000${status}\u0000${code}`;
@@ -49,7 +49,7 @@ export const observabilityPlugin = fp(
       return found;
     };
     app.decorateRequest("outcome", null as unknown as RequestOutcome);
-    app.addHook("onRequest", async (request, reply) => {
+    app.addHook("onRequest", (request, reply, done) => {
       request.outcome = {
         model: null,
         promptTokens: null,
@@ -65,15 +65,21 @@ export const observabilityPlugin = fp(
       reply.raw.once("close", () => {
         if (!reply.raw.writableFinished) record(request, clientClosed);
       });
+      done();
     });
-    app.addHook("onResponse", async (request, reply) => record(request, reply.statusCode));
+    app.addHook("onResponse", (request, reply, done) => {
+      record(request, reply.statusCode);
+      done();
+    });
 
     function record(request: FastifyRequest, status: number): void {
       const outcome = request.outcome;
       if (!outcome || outcome.recorded) return;
       outcome.recorded = true;
       const ms = performance.now() - outcome.started;
-      const endpoint = request.routeOptions.config?.endpoint ?? request.routeOptions.url ?? "(none)";
+      // A getter that builds a new object on every read: read once.
+      const route = request.routeOptions;
+      const endpoint = route.config?.endpoint ?? route.url ?? "(none)";
       const model = outcome.model ?? "";
       const code = outcome.errorCode ?? (status >= 400 && status !== clientClosed ? "unknown" : "");
       const { count, duration } = series(endpoint, model, String(status), code);
@@ -83,18 +89,24 @@ export const observabilityPlugin = fp(
       const auth = request.auth;
       const limited = code === "rate_limit_exceeded" ? "limited" : "allowed";
       if (auth) limiterSeries(auth.plan.name, limited).inc();
-      else if (request.routeOptions.url?.startsWith("/v1") || status === 401) limiterSeries(null, limited).inc();
+      else if (route.url?.startsWith("/v1") || status === 401) limiterSeries(null, limited).inc();
+      const tokens = outcome.promptTokens !== null;
+      // Always the same fields in the same order (one object shape for pino to serialize); pino leaves out those
+      // that are undefined.
       request.log.info(
         {
           method: request.method,
-          route: routeOf(request.routeOptions.url, status),
+          route: routeOf(route.url, status),
           status,
-          ...(code ? { code } : {}),
-          ...(auth ? { keyId: auth.keyId, keyPrefix: auth.keyPrefix, account: auth.accountId } : {}),
-          ...(outcome.model ? { model: outcome.model } : {}),
-          ...(request.routeOptions.config?.endpoint ? { endpoint: request.routeOptions.config.endpoint } : {}),
-          ...(outcome.promptTokens !== null ? { promptTokens: outcome.promptTokens, completionTokens: outcome.completionTokens } : {}),
-          ...(outcome.ttftMs !== null ? { ttftMs: Math.round(outcome.ttftMs * 10) / 10 } : {}),
+          code: code || undefined,
+          keyId: auth?.keyId,
+          keyPrefix: auth?.keyPrefix,
+          account: auth?.accountId,
+          model: outcome.model || undefined,
+          endpoint: route.config?.endpoint,
+          promptTokens: tokens ? outcome.promptTokens : undefined,
+          completionTokens: tokens ? outcome.completionTokens : undefined,
+          ttftMs: outcome.ttftMs !== null ? Math.round(outcome.ttftMs * 10) / 10 : undefined,
           ms: Math.round(ms * 10) / 10,
           bytesIn: Number(request.headers["content-length"] ?? 0) || 0,
           // What the connection carried for this response, headers included (streams have no content-length).

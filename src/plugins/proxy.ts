@@ -1,3 +1,4 @@
+import type { FastifyRequest } from "fastify";
 import fp from "fastify-plugin";
 import { AppError } from "../errors/app-error.ts";
 import { IpAllowlist, normalizeIp } from "../auth/ip-allowlist.ts";
@@ -17,10 +18,14 @@ export const proxyPlugin = fp(
   async (app, opts: { trustProxy: string[] }) => {
     const trusted = new IpAllowlist(opts.trustProxy);
     app.decorateRequest("clientIp", "");
-    app.addHook("onRequest", async (request) => {
+    app.addHook("onRequest", (request, _reply, done) => {
+      done(forwardedClient(request));
+    });
+    /** Sets request.clientIp; the error when a trusted proxy forwarded plain HTTP. */
+    function forwardedClient(request: FastifyRequest): AppError | undefined {
       const peer = normalizeIp(request.socket.remoteAddress ?? "");
       request.clientIp = peer;
-      if (!trusted.allows(peer)) return;
+      if (!trusted.allows(peer)) return undefined;
       const forwardedFor = request.headers["x-forwarded-for"];
       if (typeof forwardedFor === "string" && forwardedFor.trim()) {
         // Walk from the nearest hop back; the first address not itself a trusted proxy is the client.
@@ -34,9 +39,10 @@ export const proxyPlugin = fp(
       }
       const proto = request.headers["x-forwarded-proto"];
       if (typeof proto === "string" && proto.split(",")[0].trim().toLowerCase() !== "https") {
-        throw new AppError("invalid_parameter", { message: "This API is served over HTTPS only; the request reached the proxy over plain HTTP." });
+        return new AppError("invalid_parameter", { message: "This API is served over HTTPS only; the request reached the proxy over plain HTTP." });
       }
-    });
+      return undefined;
+    }
   },
   { name: "proxy" },
 );

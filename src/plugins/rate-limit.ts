@@ -1,5 +1,5 @@
 import fp from "fastify-plugin";
-import type { FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyError, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from "fastify";
 import { formatResetDuration } from "../config/duration.ts";
 import { AppError } from "../errors/app-error.ts";
 import { addressBucket } from "./rate-limit/address-bucket.ts";
@@ -14,7 +14,7 @@ export interface Limits {
    * The plan's limits of the request's key: its own bucket and its account's (all the account's keys together),
    * both counted or neither; the /v1 scope runs it after auth and the IP allowlist.
    */
-  key(request: FastifyRequest, reply: FastifyReply): Promise<void>;
+  key(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void;
   /** The per-address limiter for requests without a usable key (401, 403 ip_not_allowed, admin auth failures). */
   anonymous(request: FastifyRequest, reply: FastifyReply): Promise<void>;
   /** The anonymous limiter's headers for the address, without counting this request (admin answers). */
@@ -63,9 +63,11 @@ const headersOf = ({ limit, result }: Counted): Record<string, string> => ({
  * that frees last.
  */
 function mostConstraining(counted: Counted[]): Counted {
-  const remaining = (c: Counted) => (c.result.allowed ? c.limit - c.result.count : -1);
   return counted.reduce((a, b) => (remaining(b) < remaining(a) || (remaining(b) === remaining(a) && b.result.resetMs > a.result.resetMs) ? b : a));
 }
+
+/** A bucket's requests left (-1: it refused). Module-level: tsx's keepNames makes every named closure cost a defineProperty. */
+const remaining = (c: Counted) => (c.result.allowed ? c.limit - c.result.count : -1);
 
 /**
  * Headers go on with reply.header before anything can fail, so every response carries them, errors included; a
@@ -86,9 +88,14 @@ export const rateLimitPlugin = fp(
     // Shared by this deployment's replicas (through Redis), not by other deployments that use the same Redis.
     const adminFailuresHit: BucketHit = { bucket: `admin-token-failures:${app.ctx.config.deployment}`, limit: adminFailures.requests, windowMs: adminFailures.windowMs };
 
+    /** The memory store counts at once: with it, a key without token windows is limited without a promise. */
+    const countsNow = store instanceof MemoryStore ? store : null;
+
+    const withResults = (hits: BucketHit[], results: HitResult[]): Counted[] =>
+      hits.map(({ bucket, limit, windowMs }, i) => ({ bucket, limit, windowMs, result: results[i] }));
+
     async function countAll(hits: BucketHit[]): Promise<Counted[]> {
-      const results = await store.hitAll(hits);
-      return hits.map((hit, i) => ({ ...hit, result: results[i] }));
+      return withResults(hits, await store.hitAll(hits));
     }
 
     /** 429 when a bucket refused the request, Retry-After when all of them have room again. */
@@ -99,12 +106,25 @@ export const rateLimitPlugin = fp(
       throw new AppError("rate_limit_exceeded", { message: `${describe(last)} Retry after the time given in Retry-After.`, retryAfterMs: last.result.resetMs });
     }
 
+    const keyOrAccount = (c: Counted) => (c.bucket.startsWith("acct:") ? " for this account" : " for this key");
     const exceeded = (c: Counted, what = "") => `Rate limit of ${c.limit} requests per ${formatResetDuration(c.windowMs / 1000)}${what} exceeded.`;
 
     async function count(reply: FastifyReply, hits: BucketHit[], what: (c: Counted) => string = () => ""): Promise<void> {
-      const counted = await countAll(hits);
+      answer(reply, await countAll(hits), what);
+    }
+
+    function answer(reply: FastifyReply, counted: Counted[], what: (c: Counted) => string): void {
       reply.headers(headersOf(mostConstraining(counted)));
       refuseIfOver(counted, (c) => exceeded(c, what(c)));
+    }
+
+    async function countWithTokenHeaders(reply: FastifyReply, hits: BucketHit[], what: (c: Counted) => string, tokenHeaders: Promise<Record<string, string> | null> | null) {
+      try {
+        await count(reply, hits, what);
+      } finally {
+        const headers = await tokenHeaders;
+        if (headers) reply.headers(headers);
+      }
     }
 
     async function counted(address: string) {
@@ -122,27 +142,27 @@ export const rateLimitPlugin = fp(
         const hit = anonymousHit(request.clientIp);
         reply.headers(headersOf({ ...hit, result: await store.peek(hit.bucket, hit.limit, hit.windowMs) }));
       },
-      async key(request, reply) {
+      key(request, reply, done) {
         const auth = request.auth;
-        if (!auth) return;
+        if (!auth) return done();
         const { rateLimit, accountRateLimit } = auth.plan;
         const account = `acct:${auth.accountId}`;
+        const hits = [
+          { bucket: `k:${auth.keyId}`, limit: rateLimit.requests, windowMs: rateLimit.windowMs },
+          { bucket: account, limit: accountRateLimit.requests, windowMs: accountRateLimit.windowMs },
+        ];
         // The key's token windows (issue 32), read alongside the request count: every /v1 answer carries their
         // headers, errors included; a store that cannot answer leaves them out (the reservation decides).
-        const tokenHeaders = app.ctx.tokens.headers(auth).catch(() => null);
-        try {
-          await count(
-            reply,
-            [
-              { bucket: `k:${auth.keyId}`, limit: rateLimit.requests, windowMs: rateLimit.windowMs },
-              { bucket: account, limit: accountRateLimit.requests, windowMs: accountRateLimit.windowMs },
-            ],
-            (c) => (c.bucket === account ? " for this account" : " for this key"),
-          );
-        } finally {
-          const headers = await tokenHeaders;
-          if (headers) reply.headers(headers);
+        const tokenHeaders = app.ctx.tokens.headers(auth)?.catch(() => null) ?? null;
+        if (countsNow && !tokenHeaders) {
+          try {
+            answer(reply, withResults(hits, countsNow.hitAllSync(hits)), keyOrAccount);
+          } catch (err) {
+            return done(err as FastifyError);
+          }
+          return done();
         }
+        countWithTokenHeaders(reply, hits, keyOrAccount, tokenHeaders).then(() => done(), done);
       },
       async signInAttempt(request, reply, email) {
         const address = anonymousHit(request.clientIp);

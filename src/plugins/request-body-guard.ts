@@ -53,17 +53,17 @@ export const requestBodyGuardPlugin = fp(
       req[awaitingContinue] = true;
       app.server.emit("request", req, res);
     });
-    app.addHook("onSend", async (request, reply, payload) => {
+    app.addHook("onSend", (request, reply, payload, done) => {
       const raw = request.raw as ContinueRequest;
-      if (!bodyPending(raw)) return payload;
-      if (raw[awaitingContinue]) {
-        reply.header("connection", "close");
-        return payload;
+      if (bodyPending(raw)) {
+        if (raw[awaitingContinue]) reply.header("connection", "close");
+        else {
+          discardRest(raw);
+          // A body that timed out (408) is not worth waiting for: that connection closes at once.
+          if (reply.statusCode !== 408) lingerBeforeClose(raw.socket, () => untilBodyEnds(raw, lingerMs));
+        }
       }
-      discardRest(raw);
-      // A body that timed out (408) is not worth waiting for: that connection closes at once.
-      if (reply.statusCode !== 408) lingerBeforeClose(raw.socket, () => untilBodyEnds(raw, lingerMs));
-      return payload;
+      done(null, payload);
     });
   },
   { name: "request-body-guard" },

@@ -30,9 +30,10 @@ export function requestIdFor(req: IncomingMessage): string {
  */
 export const requestIdPlugin = fp(
   async (app) => {
-    app.addHook("onRequest", async (request, reply) => {
+    app.addHook("onRequest", (request, reply, done) => {
       reply.header("x-request-id", request.id);
       reply.headers(securityHeaders);
+      done();
     });
   },
   { name: "request-id" },

@@ -91,10 +91,10 @@ export class TokenMeter implements TokenGate {
     return hits;
   }
 
-  async headers(subject: MeterSubject): Promise<Record<string, string> | null> {
+  headers(subject: MeterSubject): Promise<Record<string, string>> | null {
     const hits = this.windowHits(subject, 0);
     if (hits.length === 0) return null;
-    return headersOf(hits, await this.store.peek(hits));
+    return this.store.peek(hits).then((results) => headersOf(hits, results));
   }
 
   async reserve(subject: MeterSubject, model: string, amount: TokenAmount, setHeaders?: (headers: Record<string, string>) => void): Promise<TokenReservation | null> {
