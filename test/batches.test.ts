@@ -217,7 +217,10 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       });
 
       await t.test("expiry: a batch past its completion window ends expired, the lines not run as batch_expired", async () => {
-        const file = await upload(client, jsonl(chatLines(30, 48)));
+        // Enough lines that the batch cannot end before the runner's next lease renewal (every leaseTtl / 3) reads the
+        // deadline: 30 lines took about 700 ms on a quiet machine, as long as the renewal interval.
+        const lines = 300;
+        const file = await upload(client, jsonl(chatLines(lines, 48)));
         const created = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
         assert.equal(created.expires_at! - created.created_at, 24 * 3600);
         await waitFor(() => client.batches.retrieve(created.id), (b) => (b.request_counts?.completed ?? 0) >= 1, "a line done");
@@ -229,8 +232,8 @@ for (const dialect of ["sqlite", "postgres"] as const) {
         const out = await outputOf(client, batch.output_file_id);
         const errors = await outputOf(client, batch.error_file_id);
         assert.ok(errors.length > 0 && errors.every((e) => e.error?.code === "batch_expired"));
-        assert.equal(new Set([...out, ...errors].map((l) => l.custom_id)).size, 30);
-        assert.equal(out.length + errors.length, 30);
+        assert.equal(new Set([...out, ...errors].map((l) => l.custom_id)).size, lines);
+        assert.equal(out.length + errors.length, lines);
       });
     } finally {
       await srv?.close();
