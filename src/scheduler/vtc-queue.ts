@@ -160,7 +160,7 @@ export class VtcQueue<T> {
   /** Whether the account is within its share and within its burst of service ahead of the accounts running. */
   favoured(account: string, capacity: number): boolean {
     const tenant = this.tenants.get(account);
-    if (!tenant || tenant.running > this.shareOf(tenant, capacity)) return false;
+    if (!tenant || this.overShare(account, capacity)) return false;
     let lowest = tenant.counter;
     for (const t of this.tenants.values()) if (t.running > 0 && t.counter < lowest) lowest = t.counter;
     return tenant.counter - lowest <= burstTokens;

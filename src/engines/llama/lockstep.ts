@@ -100,7 +100,7 @@ export class Lockstep {
               reject(err);
             },
           };
-          if (this.releasing && !this.held(sequenceId)) this.releasing.push(step);
+          if (this.releasing && !this.heldNow()(sequenceId)) this.releasing.push(step);
           else if (this.open.size === 1 && this.inFlight === 0) this.passOn([step]);
           else {
             this.waiting.push(step);
@@ -123,11 +123,14 @@ export class Lockstep {
     return gated;
   }
 
-  /** Whether the sequence's steps wait now: it is over its share while a favoured generation is open. */
-  private held(sequenceId: number): boolean {
-    if (this.standings.get(sequenceId)?.overShare !== true) return false;
-    for (const id of this.open.values()) if (this.standings.get(id)?.favoured === true) return true;
-    return false;
+  /**
+   * Which sequences' steps wait now: those over their share while a favoured generation is open. The standings are
+   * read once per call (each asks the scheduler), not once per sequence pair.
+   */
+  private heldNow(): (sequenceId: number) => boolean {
+    let holding = false;
+    for (const id of this.open.values()) if (this.standings.get(id)?.favoured === true) holding = true;
+    return (sequenceId) => holding && this.standings.get(sequenceId)?.overShare === true;
   }
 
   /**
@@ -136,16 +139,18 @@ export class Lockstep {
    */
   private check(): void {
     if (this.inFlight > 0 || this.releasing || this.waiting.length === 0) return;
-    const ready = this.waiting.filter((s) => !this.held(s.sequenceId));
+    const held = this.heldNow();
+    const ready = this.waiting.filter((s) => !held(s.sequenceId));
     if (ready.length === 0) return this.holdAtMost(maxHoldMs);
     let expected = 0;
-    for (const id of this.open.values()) if (!this.held(id)) expected++;
+    for (const id of this.open.values()) if (!held(id)) expected++;
     if (ready.length >= expected) return this.release(ready);
     // Someone is busy with something else: give it this event-loop turn, then go without it.
     this.fallback ??= setImmediate(() => {
       this.fallback = null;
       if (this.inFlight > 0 || this.releasing) return;
-      const now = this.waiting.filter((s) => !this.held(s.sequenceId));
+      const stillHeld = this.heldNow();
+      const now = this.waiting.filter((s) => !stillHeld(s.sequenceId));
       if (now.length > 0) this.passOn(this.take(now));
     });
   }
