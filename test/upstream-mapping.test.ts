@@ -38,6 +38,7 @@ before(async () => {
       { id: "tgi", capabilities: ["chat", "embeddings", "rerank"], ...upstream({ protocol: "tgi" }) },
       { id: "down", capabilities: ["chat"], engine: "upstream", upstreams: [{ url: "http://127.0.0.1:1/v1", model: "x" }] },
       { id: "fragile", capabilities: ["chat"], ...upstream({ breaker: { failures: 1, cooldown: "60s" } }) },
+      { id: "bounded", capabilities: ["chat"], ...upstream({ timeouts: { firstByte: "500ms", idle: "300ms", total: "700ms" } }) },
     ],
   }, {
     logger: {
@@ -200,6 +201,27 @@ test("an upstream that stalls after its headers hits the idle timeout: an error 
   const last = body.events.at(-1);
   assert.equal(last.error.code, "overloaded");
   assert.match(last.error.message, /stalled/);
+});
+
+test("an upstream that keeps streaming past the total timeout is cut there: 503, or an error event once streaming", async () => {
+  replay.on("/v1/chat/completions", (_req, res) => {
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.write(`data: ${JSON.stringify(chunk({ role: "assistant", content: "" }))}\n\n`);
+    // A token every 100 ms, never a finish: within the idle bound, past the total one.
+    const timer = setInterval(() => res.write(`data: ${JSON.stringify(chunk({ content: " more" }))}\n\n`), 100);
+    res.on("close", () => clearInterval(timer));
+  });
+  const logged = logLines.length;
+  const started = Date.now();
+  const err = await apiErrorOf(front.openai(key).chat.completions.create({ model: "bounded", messages: once }));
+  assert.equal(err.status, 503);
+  assert.equal(err.code, "overloaded");
+  const body = await readSse(await chat("bounded", { stream: true }));
+  assert.ok(Date.now() - started < 4000, `ended after ${Date.now() - started} ms`);
+  assert.equal(body.done, false);
+  assert.match(body.events.map((e) => e.choices?.[0]?.delta?.content ?? "").join(""), /^( more)+$/);
+  assert.equal(body.events.at(-1).error.code, "overloaded");
+  assert.ok(logLines.slice(logged).some((line) => line.includes("total timeout")), "the node logs which bound cut the call");
 });
 
 test("an upstream that never answers hits the first-byte timeout: 503 overloaded", async () => {

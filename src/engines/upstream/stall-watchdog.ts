@@ -1,20 +1,25 @@
+import { LinkedAbort } from "./linked-abort.ts";
 import { UpstreamUnavailable } from "./upstream-errors.ts";
 
 /**
  * Bounds the silences of a streamed answer: `firstMs` until the first event (the upstream's prefill, which can be
  * long), then `idleMs` between events. When one runs out, `signal` aborts with a 503 overloaded naming the stall.
- * One timer per stream, refreshed per event rather than replaced (a stream has an event per token).
+ * One timer per stream, refreshed per event rather than replaced (a stream has an event per token). `signal` also
+ * follows the caller's signal, so it is the one signal the call needs.
  */
 export class StallWatchdog {
-  private readonly controller = new AbortController();
+  private readonly link: LinkedAbort;
   private timer: NodeJS.Timeout;
   private idle = false;
-  readonly signal = this.controller.signal;
+  readonly signal: AbortSignal;
 
   constructor(
+    caller: AbortSignal,
     firstMs: number,
     private readonly idleMs: number,
   ) {
+    this.link = new LinkedAbort(caller, null);
+    this.signal = this.link.signal;
     this.timer = this.arm(firstMs, `no first token within ${firstMs} ms`);
   }
 
@@ -31,10 +36,11 @@ export class StallWatchdog {
 
   stop(): void {
     clearTimeout(this.timer);
+    this.link.dispose();
   }
 
   private arm(ms: number, why: string): NodeJS.Timeout {
-    const timer = setTimeout(() => this.controller.abort(new UpstreamUnavailable(`The model's engine failed: ${why}.`, null, 1000, "overloaded", why)), ms);
+    const timer = setTimeout(() => this.link.abort(new UpstreamUnavailable(`The model's engine failed: ${why}.`, null, 1000, "overloaded", why)), ms);
     timer.unref();
     return timer;
   }

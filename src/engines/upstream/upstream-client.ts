@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { errors, FormData, Pool, type Dispatcher } from "undici";
 import { isAppError } from "../../errors/app-error.ts";
+import { LinkedAbort } from "./linked-abort.ts";
 import { injectTraceContext, inSpan, SpanKind } from "../../telemetry/spans.ts";
 import { mapUpstreamError, UpstreamConfigError, UpstreamUnavailable } from "./upstream-errors.ts";
 
@@ -40,6 +41,8 @@ export interface UpstreamResponse {
   status: number;
   headers: Record<string, string | string[] | undefined>;
   body: Dispatcher.ResponseData["body"];
+  /** The call's total bound, which goes on while the body is read. */
+  total: LinkedAbort;
 }
 
 /** OpenSSL's verdicts on a certificate we do not trust: a configuration problem, not an outage. */
@@ -90,8 +93,7 @@ export class UpstreamClient {
   }
 
   private async sendNow(call: UpstreamCall): Promise<UpstreamResponse> {
-    const total = AbortSignal.timeout(this.timeouts.totalMs);
-    const signal = AbortSignal.any([call.signal, total]);
+    const total = new LinkedAbort(call.signal, this.timeouts.totalMs);
     const headers: Record<string, string> = { accept: call.form ? "application/json" : "application/json, text/event-stream" };
     if (this.target.apiKey) headers.authorization = `Bearer ${this.target.apiKey}`;
     if (call.json !== undefined) headers["content-type"] = "application/json";
@@ -103,14 +105,20 @@ export class UpstreamClient {
         path: `${call.root ? this.rootPath : this.basePath}${call.path}`,
         headers,
         body: call.form ?? (call.json === undefined ? null : JSON.stringify(call.json)),
-        signal,
+        signal: total.signal,
         ...(call.streaming ? { bodyTimeout: 0 } : {}),
       });
     } catch (err) {
+      total.dispose();
       throw this.failure(err, call.signal, total);
     }
-    if (response.statusCode >= 200 && response.statusCode < 300) return { status: response.statusCode, headers: response.headers, body: response.body };
+    if (response.statusCode >= 200 && response.statusCode < 300) {
+      // The total bound holds until the caller has read (or dropped) the body.
+      response.body.once("close", () => total.dispose());
+      return { status: response.statusCode, headers: response.headers, body: response.body, total };
+    }
     const text = await response.body.text().catch(() => "");
+    total.dispose();
     throw mapUpstreamError(response.statusCode, response.headers, text, { modelgate: this.modelgate, contextParam: call.contextParam });
   }
 
@@ -123,7 +131,7 @@ export class UpstreamClient {
       if (err instanceof SyntaxError && !call.signal.aborted) {
         throw new UpstreamUnavailable("The model's engine sent a malformed answer.", null, 1000, "overloaded", `malformed JSON: ${err.message}`);
       }
-      throw this.failure(err, call.signal, null);
+      throw this.failure(err, call.signal, response.total);
     }
   }
 
@@ -132,11 +140,11 @@ export class UpstreamClient {
    * passes through unchanged; everything else is the upstream being unavailable. The client's message never names
    * the upstream; the engine logs it with the error's detail.
    */
-  failure(err: unknown, callerSignal: AbortSignal, total: AbortSignal | null): unknown {
+  failure(err: unknown, callerSignal: AbortSignal, total: LinkedAbort | null): unknown {
     if (callerSignal.aborted) return callerSignal.reason;
     if (isAppError(err) || err instanceof UpstreamConfigError) return err;
     const unavailable = (message: string, detail: string) => new UpstreamUnavailable(message, null, 1000, "overloaded", detail);
-    if (total?.aborted) return unavailable(`The model's engine did not finish within ${this.timeouts.totalMs} ms.`, "total timeout");
+    if (total?.timedOut) return unavailable(`The model's engine did not finish within ${this.timeouts.totalMs} ms.`, "total timeout");
     if (err instanceof errors.HeadersTimeoutError) return unavailable(`The model's engine did not answer within ${this.timeouts.firstByteMs} ms.`, "first-byte timeout");
     if (err instanceof errors.BodyTimeoutError) return unavailable(`The model's engine stalled: nothing for ${this.timeouts.idleMs} ms.`, "idle timeout");
     if (err instanceof errors.ConnectTimeoutError) return unavailable(`The model's engine could not be reached within ${this.timeouts.connectMs} ms.`, "connect timeout");

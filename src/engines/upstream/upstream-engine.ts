@@ -27,7 +27,7 @@ import { embeddingsCall, readEmbeddings, readRerank, rerankCall, transcriptionFo
 import { countPrompt, llamaServerContext, type TokenizeStrategy } from "./prompt-counter.ts";
 import { sseEvents } from "./sse-events.ts";
 import { StallWatchdog } from "./stall-watchdog.ts";
-import { UpstreamClient, type UpstreamTimeouts } from "./upstream-client.ts";
+import { UpstreamClient, type UpstreamResponse, type UpstreamTimeouts } from "./upstream-client.ts";
 import { PoolMember, type MemberStats } from "./pool-member.ts";
 import { UpstreamPool, type PoolLease } from "./upstream-pool.ts";
 import { readErrorBody, upstreamDetail, UpstreamUnavailable } from "./upstream-errors.ts";
@@ -233,12 +233,13 @@ export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, E
    * retryable).
    */
   private async *deltaBatches(client: UpstreamClient, req: ChatRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncGenerator<ChatDelta[]> {
-    const watchdog = new StallWatchdog(this.timeouts.firstByteMs, this.timeouts.idleMs);
-    const callSignal = AbortSignal.any([signal, watchdog.signal]);
+    const watchdog = new StallWatchdog(signal, this.timeouts.firstByteMs, this.timeouts.idleMs);
+    const callSignal = watchdog.signal;
     const reader = new ChunkReader();
+    let response: UpstreamResponse | null = null;
     try {
       const body = toWireChat(req, { model: client.target.model, maxTokens: prepared.asked, defaults: this.entry.defaults });
-      const response = await client.send({ path: "/chat/completions", json: body, signal: callSignal, contextParam: "messages", streaming: true });
+      response = await client.send({ path: "/chat/completions", json: body, signal: callSignal, contextParam: "messages", streaming: true });
       try {
         for await (const events of sseEvents(response.body)) {
           watchdog.beat();
@@ -262,7 +263,7 @@ export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, E
         if (!response.body.readableEnded) response.body.destroy();
       }
     } catch (err) {
-      throw client.failure(err, callSignal, null);
+      throw client.failure(err, callSignal, response?.total ?? null);
     } finally {
       watchdog.stop();
     }
