@@ -17,6 +17,7 @@ import type {
   RerankPort,
   RerankRequest,
   RerankResult,
+  TokenLogprob,
   TranscribePort,
   TranscribeRequest,
   Transcript,
@@ -195,7 +196,7 @@ export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, E
         async (client) => {
           const deltas: ChatDelta[] = [];
           for await (const batch of this.deltaBatches(client, req, prepared, signal)) for (const delta of batch) deltas.push(delta);
-          return deltas;
+          return joinContent(deltas);
         },
         key,
       );
@@ -308,6 +309,35 @@ export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, E
       return readTranscript(answer, req, client.origin);
     });
   }
+}
+
+/**
+ * A buffered answer's runs of content deltas, each as one delta (text joined, logprobs kept in order). The whole
+ * answer is in hand before its first delta is passed on, so one delta per token would only cost the loop above a
+ * step, a timer observation and an accumulator call per token, and record inter-token gaps that are our own loop's.
+ * Reasoning deltas stay one per piece: the Responses API counts them as reasoning tokens.
+ */
+function joinContent(deltas: ChatDelta[]): ChatDelta[] {
+  const joined: ChatDelta[] = [];
+  let texts: string[] = [];
+  let logprobs: TokenLogprob[] | null = null;
+  const flush = () => {
+    if (texts.length === 0) return;
+    joined.push({ type: "content", text: texts.join(""), ...(logprobs ? { logprobs } : {}) });
+    texts = [];
+    logprobs = null;
+  };
+  for (const delta of deltas) {
+    if (delta.type !== "content") {
+      flush();
+      joined.push(delta);
+      continue;
+    }
+    texts.push(delta.text);
+    if (delta.logprobs) (logprobs ??= []).push(...delta.logprobs);
+  }
+  flush();
+  return joined;
 }
 
 function parseChunk(data: string, origin: string): WireChunk {
