@@ -69,6 +69,16 @@ const chunk = (delta: Record<string, unknown>, finish: string | null = null) => 
   choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
 });
 
+test("vLLM (replay): a non-stream client's logprobs are the upstream's, one per token in order, beside the joined text", async () => {
+  replay.on("/tokenize", json(200, { count: 3, max_model_len: 8192, tokens: [] }));
+  const logprob = (token: string, value: number) => ({ token, logprob: value, bytes: [...Buffer.from(token)], top_logprobs: [{ token, logprob: value, bytes: [...Buffer.from(token)] }] });
+  const withLogprobs = (content: string, value: number) => ({ ...chunk({ content }), choices: [{ index: 0, delta: { content }, logprobs: { content: [logprob(content, value)] }, finish_reason: null }] });
+  replay.on("/v1/chat/completions", sse([chunk({ role: "assistant", content: "" }), withLogprobs("Hi", -0.5), withLogprobs(" there", -1.25), withLogprobs(".", -2), chunk({}, "stop")]));
+  const res = await front.openai(key).chat.completions.create({ model: "vllm", messages: once, logprobs: true, top_logprobs: 1 });
+  assert.equal(res.choices[0].message.content, "Hi there.");
+  assert.deepEqual(res.choices[0].logprobs?.content, [logprob("Hi", -0.5), logprob(" there", -1.25), logprob(".", -2)]);
+});
+
 test("vLLM (replay): the prompt is counted with its /tokenize and context_length_exceeded answered here", async () => {
   replay.requests.length = 0;
   replay.on("/tokenize", json(200, { count: 5000, max_model_len: 8192, tokens: [] }));

@@ -7,7 +7,6 @@
 export class LinkedAbort {
   private readonly controller = new AbortController();
   private readonly timer: NodeJS.Timeout | null;
-  private readonly onParentAbort = () => this.abort(this.parent.reason);
   readonly signal = this.controller.signal;
   /** Whether it was the `ms` bound that fired. */
   timedOut = false;
@@ -21,7 +20,8 @@ export class LinkedAbort {
       this.controller.abort(parent.reason);
       return;
     }
-    parent.addEventListener("abort", this.onParentAbort, { once: true });
+    // The object itself listens (handleEvent): a closure per instance would cost a defineProperty under tsx's keepNames.
+    parent.addEventListener("abort", this, { once: true });
     this.timer = ms === null ? null : setTimeout(() => this.expire(ms), ms).unref();
   }
 
@@ -33,7 +33,12 @@ export class LinkedAbort {
 
   dispose(): void {
     if (this.timer) clearTimeout(this.timer);
-    this.parent.removeEventListener("abort", this.onParentAbort);
+    this.parent.removeEventListener("abort", this);
+  }
+
+  /** The parent aborted. */
+  handleEvent(): void {
+    this.abort(this.parent.reason);
   }
 
   private expire(ms: number): void {

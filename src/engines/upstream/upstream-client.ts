@@ -1,8 +1,8 @@
 import { readFileSync } from "node:fs";
 import { errors, FormData, Pool, type Dispatcher } from "undici";
 import { isAppError } from "../../errors/app-error.ts";
-import { LinkedAbort } from "./linked-abort.ts";
 import { injectTraceContext, inSpan, SpanKind } from "../../telemetry/spans.ts";
+import { LinkedAbort } from "./linked-abort.ts";
 import { mapUpstreamError, UpstreamConfigError, UpstreamUnavailable } from "./upstream-errors.ts";
 
 export interface UpstreamTimeouts {

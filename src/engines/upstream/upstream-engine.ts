@@ -17,7 +17,6 @@ import type {
   RerankPort,
   RerankRequest,
   RerankResult,
-  TokenLogprob,
   TranscribePort,
   TranscribeRequest,
   Transcript,
@@ -319,24 +318,19 @@ export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, E
  */
 function joinContent(deltas: ChatDelta[]): ChatDelta[] {
   const joined: ChatDelta[] = [];
-  let texts: string[] = [];
-  let logprobs: TokenLogprob[] | null = null;
-  const flush = () => {
-    if (texts.length === 0) return;
-    joined.push({ type: "content", text: texts.join(""), ...(logprobs ? { logprobs } : {}) });
-    texts = [];
-    logprobs = null;
-  };
+  let run: Extract<ChatDelta, { type: "content" }> | null = null;
   for (const delta of deltas) {
     if (delta.type !== "content") {
-      flush();
+      run = null;
       joined.push(delta);
-      continue;
+    } else if (run === null) {
+      run = { type: "content", text: delta.text, ...(delta.logprobs ? { logprobs: [...delta.logprobs] } : {}) };
+      joined.push(run);
+    } else {
+      run.text += delta.text;
+      if (delta.logprobs) (run.logprobs ??= []).push(...delta.logprobs);
     }
-    texts.push(delta.text);
-    if (delta.logprobs) (logprobs ??= []).push(...delta.logprobs);
   }
-  flush();
   return joined;
 }
 
