@@ -96,7 +96,9 @@ async function scenario(dialect: "sqlite" | "postgres", replicas: 1 | 2): Promis
     const tokensAtStart = await promptTokensCounted(fetch, survivor.origin);
     const other = client(survivor.origin);
     const done = await waitFor(() => other.batches.retrieve(batch.id), (b) => b.status === "completed", "the batch to complete after the kill", 120_000, 100);
-    assert.deepEqual(done.request_counts, { total: lineCount, completed: lineCount, failed: 0 });
+    const errors = done.error_file_id ? await (await other.files.content(done.error_file_id)).text() : "";
+    const logged = nodes.flatMap((n) => n.stderr.join("").split("\n")).filter((l) => /"level":(50|60)/.test(l));
+    assert.deepEqual(done.request_counts, { total: lineCount, completed: lineCount, failed: 0 }, `the error file:\n${errors}\nthe errors logged:\n${logged.join("\n")}`);
     const out = (await (await other.files.content(done.output_file_id!)).text()).trim().split("\n").map((l) => JSON.parse(l) as OutputLine);
     assert.deepEqual(out.map((l) => l.custom_id), Array.from({ length: lineCount }, (_, i) => `line-${i + 1}`), "every line once, in order");
     for (const line of out) assert.equal(line.response.status_code, 200);

@@ -1,6 +1,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
+import { setTimeout } from "node:timers/promises";
+import { sql } from "kysely";
 import OpenAI, { toFile } from "openai";
 import { startServer, modelsDir, type TestServer } from "../harness/server.ts";
 import { freshPostgres } from "../harness/keys.ts";
@@ -164,6 +166,29 @@ for (const dialect of ["sqlite", "postgres"] as const) {
         const file = await upload(other, jsonl(chatLines(1)));
         await assert.rejects(other.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" }), (err: any) => err.status === 403);
       });
+
+      if (dialect === "postgres") {
+        await t.test("the database stalls mid-batch (the keys table locked past the pool's query timeout): the lines wait it out, none is failed", async () => {
+          const lines = 40;
+          const file = await upload(client, jsonl(chatLines(lines, 48)));
+          const created = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+          await waitFor(() => client.batches.retrieve(created.id), (b) => (b.request_counts?.completed ?? 0) >= 2, "two lines done");
+          // Another session holds the lock: the runner's next read of the batch's key (its cache lasts a second) waits
+          // on it until the pool's 5 s query timeout gives up.
+          const stall = await openStore(srv.config, silentLogger());
+          try {
+            await stall.db.transaction().execute(async (trx) => {
+              await sql`LOCK TABLE api_keys IN ACCESS EXCLUSIVE MODE`.execute(trx);
+              await setTimeout(7_000);
+            });
+          } finally {
+            await stall.close();
+          }
+          assert.ok((await client.batches.retrieve(created.id)).request_counts!.completed < lines, "the batch was still running when the lock was let go");
+          const batch = await finished(client, created.id);
+          assert.deepEqual(batch.request_counts, { total: lines, completed: lines, failed: 0 }, JSON.stringify(await outputOf(client, batch.error_file_id)));
+        });
+      }
 
       await t.test("a key revoked mid-batch: its remaining lines fail with 401 in the error file, none is lost", async () => {
         const own = await srv.createKey({ account: key.accountId });

@@ -9,6 +9,7 @@ import { toEnvelope } from "../../errors/envelope.ts";
 import { toAppError } from "../../errors/to-app-error.ts";
 import type { BatchLine, BatchRecord } from "../../store/batches.repo.ts";
 import type { Store } from "../../store/store.ts";
+import { isStoreBusy, isStoreUnreachable } from "../../store/store-health.ts";
 import { completeChat } from "../chat/chat.service.ts";
 import type { ChatCompletionRequest } from "../chat/chat.schema.ts";
 import { createEmbeddings } from "../embeddings/embeddings.service.ts";
@@ -32,6 +33,8 @@ const pageSize = 200;
 const authTtlMs = 1_000;
 /** Error codes a batch line waits out and retries (capacity, loading), instead of writing them as its result. */
 const retryable = new Set(["overloaded", "model_loading", "rate_limit_exceeded"]);
+/** How long a line waits after the database did not answer one of its reads. */
+const storeRetryMs = 1000;
 
 /**
  * Result writes in flight on this node (all batches). Each is a transaction on the batch's row (its counters), so they queue on its
@@ -268,14 +271,18 @@ export class BatchRunner {
         status = 200;
       } catch (err) {
         if (work.reason) return;
+        // The database did not answer (a stall, a full pool, an outage): that is no answer to the line. Its reads
+        // all come before the model runs (the key, the budget), so running the line again never runs it twice.
+        const storeDown = isStoreBusy(err) || isStoreUnreachable(err);
         const { appError, unexpected } = toAppError(err);
-        if (unexpected) log.error({ err }, "batch line failed");
-        if (retryable.has(appError.code)) {
-          // Capacity: wait and try the line again (the batch has until its completion window ends).
-          await sleep(appError.retryAfterMs ?? 1000, work.abort.signal);
+        if (storeDown || retryable.has(appError.code)) {
+          if (storeDown) log.warn({ err }, "batch runner: the database did not answer a line's read; the line runs again");
+          // Capacity or the store: wait and try the line again (the batch has until its completion window ends).
+          await sleep(storeDown ? storeRetryMs : (appError.retryAfterMs ?? 1000), work.abort.signal);
           if (work.reason) return;
           continue;
         }
+        if (unexpected) log.error({ err }, "batch line failed");
         status = appError.status;
         body = toEnvelope(appError);
       } finally {
