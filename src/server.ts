@@ -7,6 +7,7 @@ import { ModelCatalog } from "./catalog/model-catalog.ts";
 import { builtInEngines, type EngineRegistry } from "./engines/registry.ts";
 import { loadOrCreateTls, type TlsMaterial } from "./http/tls.ts";
 import { RouteTable } from "./http/route-table.ts";
+import { sharedSerializers } from "./http/shared-serializers.ts";
 import { OpenStreams } from "./http/sse.ts";
 import { AppError } from "./errors/app-error.ts";
 import { requestIdFor, requestIdPlugin } from "./plugins/request-id.ts";
@@ -99,6 +100,7 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
     forceCloseConnections: "idle",
     return503OnClosing: false,
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: true, allErrors: false } },
+    schemaController: { compilersFactory: { buildSerializer: sharedSerializers() } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const closers: (() => Promise<void> | void)[] = [];
