@@ -10,17 +10,22 @@ import SerializerSelector from "@fastify/fast-json-stringify-compiler";
  */
 export function sharedSerializers(): SerializerSelector.SerializerFactory {
   const build = SerializerSelector();
-  const byContext = new Map<string, Map<string, SerializerSelector.Serializer>>();
+  // Scopes with the same shared schemas and options get the same compiler.
+  const byContext = new Map<string, SerializerSelector.SerializerCompiler>();
   return (externalSchemas, options) => {
-    const compile = build(externalSchemas, options);
     const context = JSON.stringify([externalSchemas ?? null, options ?? null]);
-    let compiled = byContext.get(context);
-    if (!compiled) byContext.set(context, (compiled = new Map()));
-    return (route) => {
-      const key = JSON.stringify(route.schema);
-      let serializer = compiled.get(key);
-      if (!serializer) compiled.set(key, (serializer = compile(route)));
-      return serializer;
-    };
+    let compiler = byContext.get(context);
+    if (!compiler) byContext.set(context, (compiler = oncePerSchema(build(externalSchemas, options))));
+    return compiler;
+  };
+}
+
+function oncePerSchema(compile: SerializerSelector.SerializerCompiler): SerializerSelector.SerializerCompiler {
+  const compiled = new Map<string, SerializerSelector.Serializer>();
+  return (route) => {
+    const key = JSON.stringify(route.schema);
+    let serializer = compiled.get(key);
+    if (!serializer) compiled.set(key, (serializer = compile(route)));
+    return serializer;
   };
 }
