@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
-import { setTimeout } from "node:timers/promises";
+import { setTimeout as sleep } from "node:timers/promises";
 import { sql } from "kysely";
 import OpenAI, { toFile } from "openai";
 import { startServer, modelsDir, type TestServer } from "../harness/server.ts";
@@ -179,7 +179,7 @@ for (const dialect of ["sqlite", "postgres"] as const) {
           try {
             await stall.db.transaction().execute(async (trx) => {
               await sql`LOCK TABLE api_keys IN ACCESS EXCLUSIVE MODE`.execute(trx);
-              await setTimeout(7_000);
+              await sleep(7_000);
             });
           } finally {
             await stall.close();
