@@ -6,7 +6,7 @@ import { testConfig } from "../harness/config.ts";
 import { startLlamaServer } from "../harness/llama-server.ts";
 import { spawnServer, tempDir, trustingFetch } from "../harness/server.ts";
 import { shapedModel } from "../harness/shaped-model.ts";
-import { spread, type BenchRow } from "./bench-row.ts";
+import { ratioRow, spread, type BenchRow } from "./bench-row.ts";
 import { runNode } from "./processes.ts";
 
 /**
@@ -75,33 +75,31 @@ export default async function affinityBench(): Promise<BenchRow[]> {
     await Promise.all(upstreams.map((u) => u.stop()));
   }
 
-  const median = (side: Side, field: keyof Outcome) => spread(results[side].map((o) => o[field] as number)).median;
-  const ratioRow = (other: Side, item: string, field: keyof Outcome, unit: string, target: string): BenchRow => {
-    const ratios = spread(results.affine.map((a, i) => (a[field] as number) / (results[other][i][field] as number)));
-    return { item, service: median("affine", field), raw: median(other, field), unit, ratio: ratios.median, range: [ratios.min, ratios.max], target };
-  };
+  const runs = (side: Side, field: keyof Outcome) => results[side].map((o) => o[field] as number);
+  const median = (side: Side, field: keyof Outcome) => spread(runs(side, field)).median;
+  const versus = (other: Side, item: string, field: keyof Outcome, unit: string, target: string): BenchRow =>
+    ratioRow({ item, service: runs("affine", field), raw: runs(other, field), unit, target });
   const rows: BenchRow[] = [];
   for (const [other, name, strict] of [["least", "least-outstanding", true], ["rr", "round-robin", false]] as const) {
     rows.push(
-      ratioRow(other, `affinity vs ${name}: p50 TTFT of turns 2–4`, "ttftLaterP50", "ms", strict ? "<= 0.35" : "report"),
-      ratioRow(other, `affinity vs ${name}: prompt tokens evaluated by the upstreams in turns 2–4`, "evaluatedLater", "tokens", strict ? "<= 0.5" : "report"),
-      ratioRow(other, `affinity vs ${name}: total tokens/s (prompt + completion)`, "tokensPerSecond", "tok/s", strict ? ">= 1.0" : "report"),
+      versus(other, `affinity vs ${name}: p50 TTFT of turns 2–4`, "ttftLaterP50", "ms", strict ? "<= 0.35" : "report"),
+      versus(other, `affinity vs ${name}: prompt tokens evaluated by the upstreams in turns 2–4`, "evaluatedLater", "tokens", strict ? "<= 0.5" : "report"),
+      versus(other, `affinity vs ${name}: total tokens/s (prompt + completion)`, "tokensPerSecond", "tok/s", strict ? ">= 1.0" : "report"),
     );
   }
   for (const side of sides) {
-    const share = spread(results[side].map((o) => o.busiestShare));
-    rows.push({ item: `${routing[side]}: busiest upstream's share of requests vs the mean`, service: share.median, raw: 1, unit: "×", ratio: share.median, range: [share.min, share.max], target: side === "affine" ? "<= 1.5" : "report" });
+    const shares = runs(side, "busiestShare");
+    rows.push(ratioRow({ item: `${routing[side]}: busiest upstream's share of requests vs the mean`, service: shares, raw: 1, ratios: shares, unit: "×", target: side === "affine" ? "<= 1.5" : "report" }));
   }
-  const headroom = spread(results.affine.map((o) => o.evaluatedLater / o.minimumLater));
-  rows.push({
-    item: `affinity: evaluated in turns 2–4 vs only their new tokens (prompts ${median("affine", "firstPrompt")}→${median("affine", "lastPrompt")} tokens)`,
-    service: median("affine", "evaluatedLater"),
-    raw: median("affine", "minimumLater"),
-    unit: "tokens",
-    ratio: headroom.median,
-    range: [headroom.min, headroom.max],
-    target: "report",
-  });
-  rows.push({ item: `affinity: placed on their ring owner (${affinity.spills} spills of ${affinity.placements}, all runs)`, service: affinity.placements - affinity.spills, raw: affinity.placements, unit: "requests", ratio: affinity.hitRatio ?? 0, target: "report" });
+  rows.push(
+    ratioRow({
+      item: `affinity: evaluated in turns 2–4 vs only their new tokens (prompts ${median("affine", "firstPrompt")}→${median("affine", "lastPrompt")} tokens)`,
+      service: runs("affine", "evaluatedLater"),
+      raw: runs("affine", "minimumLater"),
+      unit: "tokens",
+      target: "report",
+    }),
+    ratioRow({ item: `affinity: placed on their ring owner (${affinity.spills} spills of ${affinity.placements}, all runs)`, service: affinity.placements - affinity.spills, raw: affinity.placements, ratios: [affinity.hitRatio ?? 0], unit: "requests", target: "report" }),
+  );
   return rows;
 }

@@ -4,7 +4,7 @@ import { testConfig } from "../harness/config.ts";
 import { llamaServerBinary, startLlamaServer } from "../harness/llama-server.ts";
 import { spawnServer, tempDir } from "../harness/server.ts";
 import { shapedModel } from "../harness/shaped-model.ts";
-import { spread, type BenchRow } from "./bench-row.ts";
+import { ratioRow, type BenchRow } from "./bench-row.ts";
 import { cpuMs, runNode } from "./processes.ts";
 
 /**
@@ -89,24 +89,21 @@ export default async function batchingBench(): Promise<BenchRow[]> {
     await direct.stop();
     await direct8.stop();
   }
-  const cpuRow = (item: string, aMs: number[], bMs: number[]): BenchRow => ratioRow(item, aMs.map((v) => 1000 / v), bMs.map((v) => 1000 / v), "report", "tok/CPU s");
-  const ratioRow = (item: string, a: number[], b: number[], target: string, unit = "tok/s"): BenchRow => {
-    const r = spread(a.map((v, i) => v / b[i]!));
-    return { item, service: spread(a).median, raw: spread(b).median, unit, ratio: r.median, range: [r.min, r.max], target };
-  };
+  const cpuRow = (item: string, aMs: number[], bMs: number[]): BenchRow => versus(item, aMs.map((v) => 1000 / v), bMs.map((v) => 1000 / v), "report", "tok/CPU s");
+  const versus = (item: string, a: number[], b: number[], target: string, unit = "tok/s"): BenchRow => ratioRow({ item, service: a, raw: b, unit, target });
   return [
-    ratioRow("batching: in-process llama, 4 streams vs 1 (smollm2-135m shape)", rate("in-process", 4), rate("in-process", 1), ">= 1.6"),
-    ratioRow("batching: in-process llama vs llama-server, 4 streams aggregate", rate("in-process", 4), rate("llama-server", 4), ">= 0.9"),
-    ratioRow("batching: in-process llama vs llama-server, 1 stream", rate("in-process", 1), rate("llama-server", 1), "report (0.85 before)"),
-    ratioRow("batching: llama-server straight, 4 streams vs 1 (reference)", rate("llama-server", 4), rate("llama-server", 1), "reference"),
-    ratioRow("batching: in-process llama parallel 8, 8 streams vs 1 stream (parallel 4)", rate("in-process p8", 8), rate("in-process", 1), "report"),
-    ratioRow("batching: in-process llama vs llama-server, 8 streams aggregate (parallel 8, -np 8)", rate("in-process p8", 8), rate("llama-server np8", 8), "report"),
-    ratioRow("batching: llama-server straight, 8 streams (-np 8) vs 1 (reference)", rate("llama-server np8", 8), rate("llama-server", 1), "reference"),
-    ratioRow("engine: llama on the managed llama-server (llama.server auto) vs llama-server straight, 1 stream", rate("managed", 1), rate("llama-server", 1), ">= 0.97"),
-    ratioRow("engine: llama on the managed llama-server (llama.server auto) vs llama-server straight, 4 streams", rate("managed", 4), rate("llama-server", 4), ">= 0.97"),
-    ratioRow("engine: llama on the managed llama-server, 4 streams vs 1", rate("managed", 4), rate("managed", 1), "report"),
-    ratioRow("engine: llama, 4 streams aggregate: on the managed llama-server vs in-process", rate("managed", 4), rate("in-process", 4), "report"),
-    ratioRow("engine: llama, 1 stream: on the managed llama-server vs in-process", rate("managed", 1), rate("in-process", 1), "report"),
+    versus("batching: in-process llama, 4 streams vs 1 (smollm2-135m shape)", rate("in-process", 4), rate("in-process", 1), ">= 1.6"),
+    versus("batching: in-process llama vs llama-server, 4 streams aggregate", rate("in-process", 4), rate("llama-server", 4), ">= 0.9"),
+    versus("batching: in-process llama vs llama-server, 1 stream", rate("in-process", 1), rate("llama-server", 1), "report (0.85 before)"),
+    versus("batching: llama-server straight, 4 streams vs 1 (reference)", rate("llama-server", 4), rate("llama-server", 1), "reference"),
+    versus("batching: in-process llama parallel 8, 8 streams vs 1 stream (parallel 4)", rate("in-process p8", 8), rate("in-process", 1), "report"),
+    versus("batching: in-process llama vs llama-server, 8 streams aggregate (parallel 8, -np 8)", rate("in-process p8", 8), rate("llama-server np8", 8), "report"),
+    versus("batching: llama-server straight, 8 streams (-np 8) vs 1 (reference)", rate("llama-server np8", 8), rate("llama-server", 1), "reference"),
+    versus("engine: llama on the managed llama-server (llama.server auto) vs llama-server straight, 1 stream", rate("managed", 1), rate("llama-server", 1), ">= 0.97"),
+    versus("engine: llama on the managed llama-server (llama.server auto) vs llama-server straight, 4 streams", rate("managed", 4), rate("llama-server", 4), ">= 0.97"),
+    versus("engine: llama on the managed llama-server, 4 streams vs 1", rate("managed", 4), rate("managed", 1), "report"),
+    versus("engine: llama, 4 streams aggregate: on the managed llama-server vs in-process", rate("managed", 4), rate("in-process", 4), "report"),
+    versus("engine: llama, 1 stream: on the managed llama-server vs in-process", rate("managed", 1), rate("in-process", 1), "report"),
     ...(Number.isNaN(cpu("in-process", 1)[0]!)
       ? []
       : [

@@ -1,7 +1,7 @@
 import path from "node:path";
 import { startCanned } from "../harness/peers.ts";
 import { spawnServer, tempDir } from "../harness/server.ts";
-import { spread, type BenchRow } from "./bench-row.ts";
+import { ratioRow, type BenchRow } from "./bench-row.ts";
 import { autocannon, cpuMs, runNode, startPeer } from "./processes.ts";
 
 /**
@@ -55,15 +55,13 @@ export default async function floorBench(): Promise<BenchRow[]> {
   }
   const rows: BenchRow[] = [];
   for (const name of names) {
-    const a = spread(added[name]!);
-    rows.push({ item: `floor: non-stream chat, p50 added (ms), ${name}`, service: a.median, raw: 0, unit: "ms", ratio: a.median, range: [a.min, a.max], target: "(reference: Modelgate ≤ 0.5 ms)" });
+    rows.push(ratioRow({ item: `floor: non-stream chat, p50 added (ms), ${name}`, service: added[name]!, raw: 0, ratios: added[name]!, unit: "ms", target: "(reference: Modelgate ≤ 0.5 ms)" }));
   }
   for (const name of names.filter((n) => n !== "proxy")) {
-    const c = spread(cpu.proxy!.map((p, i) => p / cpu[name]![i]!));
-    const r = spread(rps[name]!.map((v, i) => v / rps.proxy![i]!));
     rows.push(
-      { item: `floor: CPU per request, minimal proxy over ${name} (c=16)`, service: spread(cpu[name]!).median, raw: spread(cpu.proxy!).median, unit: "CPU µs/req", ratio: c.median, range: [c.min, c.max], target: "(reference: Modelgate ≥ 0.5)" },
-      { item: `floor: req/s, ${name} vs minimal proxy (c=16)`, service: spread(rps[name]!).median, raw: spread(rps.proxy!).median, unit: "req/s", ratio: r.median, range: [r.min, r.max], target: "(reference: Modelgate ≥ 0.5)" },
+      // The proxy's CPU per request over this side's: the throughput ratio each would have with the cores to itself.
+      ratioRow({ item: `floor: CPU per request, minimal proxy over ${name} (c=16)`, service: cpu[name]!, raw: cpu.proxy!, ratios: cpu.proxy!.map((p, i) => p / cpu[name]![i]!), unit: "CPU µs/req", target: "(reference: Modelgate ≥ 0.5)" }),
+      ratioRow({ item: `floor: req/s, ${name} vs minimal proxy (c=16)`, service: rps[name]!, raw: rps.proxy!, unit: "req/s", target: "(reference: Modelgate ≥ 0.5)" }),
     );
   }
   return rows;

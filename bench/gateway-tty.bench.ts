@@ -5,7 +5,7 @@ import YAML from "yaml";
 import { createKey } from "../harness/keys.ts";
 import { testConfig } from "../harness/config.ts";
 import { cliPath, tempDir } from "../harness/server.ts";
-import { spread, type BenchRow } from "./bench-row.ts";
+import { ratioRow, spread, type BenchRow } from "./bench-row.ts";
 import { throughput } from "./processes.ts";
 
 /**
@@ -85,18 +85,15 @@ export default async function gatewayTtyBench(): Promise<BenchRow[]> {
         rps[name].push(await throughput({ url: url(name), key: servers[name]!.key, seconds: SECONDS }));
       }
     }
-    const ratio = spread(rps.pretty.map((v, i) => v / rps.json[i]));
     process.stderr.write(`  pretty req/s ${JSON.stringify(spread(rps.pretty))}, json req/s ${JSON.stringify(spread(rps.json))}\n`);
     return [
-      {
+      ratioRow({
         item: "gateway on a terminal: pretty log lines req/s vs JSON lines (both on a pty, c=16, log level info)",
-        service: spread(rps.pretty).median,
-        raw: spread(rps.json).median,
+        service: rps.pretty,
+        raw: rps.json,
         unit: "req/s",
-        ratio: ratio.median,
-        range: [ratio.min, ratio.max],
         target: ">= 1 (within noise)",
-      },
+      }),
     ];
   } finally {
     for (const side of Object.values(servers)) await side?.server.stop();

@@ -4,7 +4,7 @@ import { createKey } from "../harness/keys.ts";
 import { testConfig } from "../harness/config.ts";
 import { modelsDir, spawnServer, tempDir, type SpawnedServer } from "../harness/server.ts";
 import { shapedModel } from "../harness/shaped-model.ts";
-import type { BenchRow } from "./bench-row.ts";
+import { ratioRow, type BenchRow } from "./bench-row.ts";
 import { runNode } from "./processes.ts";
 
 /**
@@ -63,9 +63,9 @@ export default async function memoryBench(): Promise<BenchRow[]> {
     await server.stop();
   }
   return [
-    { item: "memory: RSS of modelgate serve, idle, no model", service: idle, raw: idle, unit: "MB", ratio: idle, target: "report" },
-    { item: "memory: RSS added by the smollm2-135m shape loaded (parallel 1, ctx 1024)", service: one, raw: idle, unit: "MB", ratio: one - idle, target: "report" },
-    { item: "memory: RSS per extra sequence (parallel 8 vs 1, ctx 1024)", service: eight, raw: one, unit: "MB", ratio: (eight - one) / 7, target: "report" },
-    { item: `memory: RSS after ${ABORTS} aborted streams vs before (stories260K)`, service: after, raw: before, unit: "MB", ratio: after / before, target: "flat (<= 1.05)" },
+    ratioRow({ item: "memory: RSS of modelgate serve, idle, no model", service: idle, raw: idle, ratios: [idle], unit: "MB", target: "report" }),
+    ratioRow({ item: "memory: RSS added by the smollm2-135m shape loaded (parallel 1, ctx 1024)", service: one, raw: idle, ratios: [one - idle], unit: "MB", target: "report" }),
+    ratioRow({ item: "memory: RSS per extra sequence (parallel 8 vs 1, ctx 1024)", service: eight, raw: one, ratios: [(eight - one) / 7], unit: "MB", target: "report" }),
+    ratioRow({ item: `memory: RSS after ${ABORTS} aborted streams vs before (stories260K)`, service: after, raw: before, unit: "MB", target: "flat (<= 1.05)" }),
   ];
 }

@@ -1,7 +1,7 @@
 import path from "node:path";
 import { AutoModelForSequenceClassification, AutoTokenizer, pipeline, type Tensor } from "@huggingface/transformers";
 import { startServer, modelsDir } from "../harness/server.ts";
-import { median, type BenchRow } from "./bench-row.ts";
+import { median, ratioRow, type BenchRow } from "./bench-row.ts";
 
 const RUNS = 21;
 const BATCH = 64;
@@ -88,14 +88,7 @@ export default async function onnxBench(): Promise<BenchRow[]> {
     await cross.dispose();
   }
 
-  const row = (item: string, unit: string, n: number, [service, raw]: [number, number]): BenchRow => ({
-    item,
-    service: n / service,
-    raw: n / raw,
-    unit,
-    ratio: raw / service,
-    target: ">= 0.9",
-  });
+  const row = (item: string, unit: string, n: number, [service, raw]: [number, number]): BenchRow => ratioRow({ item, service: n / service, raw: n / raw, unit, target: ">= 0.9" });
   return [
     row("embeddings ONNX, batch 64, base64 (HTTPS vs pipeline)", "inputs/s", BATCH, embed),
     row("rerank ONNX, 100 docs (HTTPS vs tokenizer+model)", "pairs/s", DOCS, rerank),

@@ -3,7 +3,7 @@ import { createKey } from "../harness/keys.ts";
 import { testConfig } from "../harness/config.ts";
 import { spawnServer, tempDir } from "../harness/server.ts";
 import { shapedModel } from "../harness/shaped-model.ts";
-import { spread, type BenchRow } from "./bench-row.ts";
+import { ratioRow, spread, type BenchRow } from "./bench-row.ts";
 import { runNode } from "./processes.ts";
 
 /**
@@ -35,17 +35,14 @@ export default async function prefixBench(): Promise<BenchRow[]> {
   } finally {
     await server.stop();
   }
-  const ratio = spread(runs.map((r) => r.ttft2 / r.ttft1));
   const tokens = spread(runs.map((r) => r.promptTokens1));
   return [
-    {
+    ratioRow({
       item: `prefix reuse: 2nd-turn TTFT vs 1st (smollm2-135m shape, ${tokens.median}-token history, ${PARALLEL + 1} requests between, parallel ${PARALLEL})`,
-      service: spread(runs.map((r) => r.ttft2)).median,
-      raw: spread(runs.map((r) => r.ttft1)).median,
+      service: runs.map((r) => r.ttft2),
+      raw: runs.map((r) => r.ttft1),
       unit: "ms",
-      ratio: ratio.median,
-      range: [ratio.min, ratio.max],
       target: "<= 0.3",
-    },
+    }),
   ];
 }

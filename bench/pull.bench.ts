@@ -7,7 +7,7 @@ import { pipeline } from "node:stream/promises";
 import { HubClient } from "../src/catalog/pull/hub-client.ts";
 import { pullHubRef } from "../src/catalog/pull/pull-model.ts";
 import { startFakeHub } from "../harness/fake-hub.ts";
-import { median, type BenchRow } from "./bench-row.ts";
+import { median, ratioRow, type BenchRow } from "./bench-row.ts";
 
 const RUNS = 5;
 const SIZE = 64 * 1024 * 1024;
@@ -40,7 +40,7 @@ export default async function bench(): Promise<BenchRow[]> {
     }
     const s = median(service);
     const r = median(raw);
-    return [{ item: "pull 64 MB GGUF (local hub), sha256 verified", service: s, raw: r, unit: "MB/s", ratio: s / r, target: ">= 0.7x plain fetch" }];
+    return [ratioRow({ item: "pull 64 MB GGUF (local hub), sha256 verified", service: s, raw: r, unit: "MB/s", target: ">= 0.7x plain fetch" })];
   } finally {
     await hub.close();
     rmSync(dir, { recursive: true, force: true });

@@ -1,7 +1,7 @@
 import path from "node:path";
 import { getLlamaRuntime } from "../src/engines/llama/llama-runtime.ts";
 import { startServer, modelsDir } from "../harness/server.ts";
-import { median, type BenchRow } from "./bench-row.ts";
+import { median, ratioRow, type BenchRow } from "./bench-row.ts";
 
 const RUNS = 5;
 const DOCS = 100;
@@ -58,5 +58,5 @@ export default async function rerankBench(): Promise<BenchRow[]> {
 
   const service = DOCS / median(serviceTimes);
   const raw = DOCS / median(rawTimes);
-  return [{ item: "rerank GGUF, 100 docs (HTTPS vs rankAll)", service, raw, unit: "pairs/s", ratio: service / raw, target: ">= 0.9" }];
+  return [ratioRow({ item: "rerank GGUF, 100 docs (HTTPS vs rankAll)", service, raw, unit: "pairs/s", target: ">= 0.9" })];
 }

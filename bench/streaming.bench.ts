@@ -6,7 +6,7 @@ import { testConfig } from "../harness/config.ts";
 import { startLlamaServer } from "../harness/llama-server.ts";
 import { modelsDir, spawnServer, tempDir } from "../harness/server.ts";
 import { shapedModel } from "../harness/shaped-model.ts";
-import { spread, type BenchRow } from "./bench-row.ts";
+import { ratioRow, type BenchRow } from "./bench-row.ts";
 import { runNode } from "./processes.ts";
 
 /**
@@ -89,11 +89,9 @@ export default async function streamingBench(): Promise<BenchRow[]> {
         engine.stop();
         await server.stop();
       }
-      const vsRaw = spread(rates.modelgate.map((v, i) => v / rates.raw[i]!));
-      const peerVsRaw = spread(rates["llama-server"].map((v, i) => v / rates.raw[i]!));
       rows.push(
-        { item: `stream 1x ${c.name}: Modelgate vs raw node-llama-cpp (out of process)`, service: spread(rates.modelgate).median, raw: spread(rates.raw).median, unit: "tok/s", ratio: vsRaw.median, range: [vsRaw.min, vsRaw.max], target: c.target },
-        { item: `stream 1x ${c.name}: llama-server vs raw (peer, reference)`, service: spread(rates["llama-server"]).median, raw: spread(rates.raw).median, unit: "tok/s", ratio: peerVsRaw.median, range: [peerVsRaw.min, peerVsRaw.max], target: "reference" },
+        ratioRow({ item: `stream 1x ${c.name}: Modelgate vs raw node-llama-cpp (out of process)`, service: rates.modelgate, raw: rates.raw, unit: "tok/s", target: c.target }),
+        ratioRow({ item: `stream 1x ${c.name}: llama-server vs raw (peer, reference)`, service: rates["llama-server"], raw: rates.raw, unit: "tok/s", target: "reference" }),
       );
     }
   } finally {

@@ -6,7 +6,7 @@ import { Redis } from "ioredis";
 import { createKey, freshPostgres, redisTestUrl } from "../harness/keys.ts";
 import { testConfig } from "../harness/config.ts";
 import { spawnServer, tempDir, type SpawnedServer } from "../harness/server.ts";
-import { median, spread, type BenchRow } from "./bench-row.ts";
+import { ratioRow, type BenchRow } from "./bench-row.ts";
 import { runNode, startPeer } from "./processes.ts";
 
 /**
@@ -87,37 +87,33 @@ export default async function tokensBench(): Promise<BenchRow[]> {
         latency[side].push(await p50(side === "tokens" ? tokenKey : requestKey));
       }
     }
-    const over = Math.max(...admitted, ...counted) - LIMIT;
-    const use = spread(admitted.map((a) => a / LIMIT));
-    const added = spread(latency.tokens.map((t, i) => t - latency.requests[i]));
+    const most = Math.max(...admitted, ...counted);
     process.stderr.write(`  admitted ${JSON.stringify(admitted)}, counters ${JSON.stringify(counted)}, refused share ${JSON.stringify(refusedRatio.map((r) => r.toFixed(2)))}, load ${loadavg().map((l) => l.toFixed(1)).join(" ")}\n`);
     return [
-      {
+      ratioRow({
         item: `tokens: max tokens admitted in a window over the limit (3 replicas, PostgreSQL + Redis, ${CLIENTS} clients, ${LIMIT} tokens/min)`,
-        service: Math.max(...admitted, ...counted),
+        service: most,
         raw: LIMIT,
+        ratios: [most - LIMIT],
         unit: "tokens",
-        ratio: over,
         target: "<= 0 over",
-      },
-      {
+      }),
+      ratioRow({
         item: "tokens: share of the limit used in the window (the answers' usage / limit)",
-        service: median(admitted),
+        service: admitted,
         raw: LIMIT,
+        ratios: admitted.map((a) => a / LIMIT),
         unit: "tokens",
-        ratio: use.median,
-        range: [use.min, use.max],
         target: ">= 0.9",
-      },
-      {
+      }),
+      ratioRow({
         item: "tokens: added p50 latency of the token check vs the request-only limiter (Redis, sequential, one connection)",
-        service: median(latency.tokens),
-        raw: median(latency.requests),
+        service: latency.tokens,
+        raw: latency.requests,
+        ratios: latency.tokens.map((t, i) => t - latency.requests[i]),
         unit: "ms p50",
-        ratio: added.median,
-        range: [added.min, added.max],
         target: "report",
-      },
+      }),
     ];
   } finally {
     redis.disconnect();

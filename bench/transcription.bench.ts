@@ -5,7 +5,7 @@ import { pipeline } from "@huggingface/transformers";
 import { AudioDecoder } from "../src/audio/audio-decoder.ts";
 import { decodeToMono16k } from "../src/audio/decode.ts";
 import { startServer, modelsDir } from "../harness/server.ts";
-import { median, type BenchRow } from "./bench-row.ts";
+import { median, ratioRow, type BenchRow } from "./bench-row.ts";
 import { repeatedJfk } from "../harness/audio.ts";
 
 const RUNS = 5;
@@ -71,14 +71,15 @@ export default async function transcriptionBench(): Promise<BenchRow[]> {
   }
   const serviceRtf = audioSeconds / median(serviceTimes);
   const rawRtf = audioSeconds / median(rawTimes);
-  rows.push({
-    item: `transcription RTF, ${audioSeconds} s wav, scripted whisper, parallel 1 (HTTPS+decode+VAD vs pipeline)`,
-    service: serviceRtf,
-    raw: rawRtf,
-    unit: "audio s/s",
-    ratio: serviceRtf / rawRtf,
-    target: ">= 0.9",
-  });
+  rows.push(
+    ratioRow({
+      item: `transcription RTF, ${audioSeconds} s wav, scripted whisper, parallel 1 (HTTPS+decode+VAD vs pipeline)`,
+      service: serviceRtf,
+      raw: rawRtf,
+      unit: "audio s/s",
+      target: ">= 0.9",
+    }),
+  );
 
   // 10-minute mp3: MPEG audio frames concatenate, so the file bytes repeated make one long stream.
   const mp3One = readFileSync(path.join(modelsDir, "jfk.mp3"));
@@ -99,13 +100,6 @@ export default async function transcriptionBench(): Promise<BenchRow[]> {
   }
   const svc = seconds / median(decodeTimes);
   const raw = seconds / median(rawDecodeTimes);
-  rows.push({
-    item: `decode+resample ${Math.round(seconds)} s mp3 (worker vs audio-decode in-process)`,
-    service: svc,
-    raw,
-    unit: "audio s/s",
-    ratio: svc / raw,
-    target: "report",
-  });
+  rows.push(ratioRow({ item: `decode+resample ${Math.round(seconds)} s mp3 (worker vs audio-decode in-process)`, service: svc, raw, unit: "audio s/s", target: "report" }));
   return rows;
 }

@@ -5,7 +5,7 @@ import { testConfig } from "../harness/config.ts";
 import { startLlamaServer } from "../harness/llama-server.ts";
 import { spawnServer, tempDir } from "../harness/server.ts";
 import { shapedModel } from "../harness/shaped-model.ts";
-import { spread, type BenchRow } from "./bench-row.ts";
+import { ratioRow, type BenchRow } from "./bench-row.ts";
 import { startCanned } from "../harness/peers.ts";
 import { autocannon, cpuMs, runNode, startPeer } from "./processes.ts";
 
@@ -81,18 +81,22 @@ export default async function upstreamBench(): Promise<BenchRow[]> {
     await llama.stop();
   }
   const added = (side: "gateway" | "proxy") => p50[side].map((v, i) => v - p50.direct[i]);
-  const s = spread(stream.gateway.map((g, i) => g / stream.direct[i]));
-  const gw = spread(added("gateway"));
-  const px = spread(added("proxy"));
-  const tp = spread(rps.gateway.map((g, i) => g / rps.proxy[i]));
-  const cpu = spread(cpuPerRequest.proxy.map((p, i) => p / cpuPerRequest.gateway[i]!));
   return [
-    { item: "upstream: stream tok/s via Modelgate vs straight to llama-server", service: spread(stream.gateway).median, raw: spread(stream.direct).median, unit: "tok/s", ratio: s.median, range: [s.min, s.max], target: ">= 0.97" },
-    { item: "upstream: non-stream p50 added by Modelgate (ms, vs straight)", service: spread(p50.gateway).median, raw: spread(p50.direct).median, unit: "ms", ratio: gw.median, range: [gw.min, gw.max], target: "<= 0.5 ms" },
-    { item: "upstream: non-stream p50 added by a minimal HTTPS proxy (ms)", service: spread(p50.proxy).median, raw: spread(p50.direct).median, unit: "ms", ratio: px.median, range: [px.min, px.max], target: "(reference)" },
-    { item: "upstream: non-stream req/s via Modelgate vs minimal proxy (c=16)", service: spread(rps.gateway).median, raw: spread(rps.proxy).median, unit: "req/s", ratio: tp.median, range: [tp.min, tp.max], target: ">= 0.5" },
+    ratioRow({ item: "upstream: stream tok/s via Modelgate vs straight to llama-server", service: stream.gateway, raw: stream.direct, unit: "tok/s", target: ">= 0.97" }),
+    ratioRow({ item: "upstream: non-stream p50 added by Modelgate (ms, vs straight)", service: p50.gateway, raw: p50.direct, ratios: added("gateway"), unit: "ms", target: "<= 0.5 ms" }),
+    ratioRow({ item: "upstream: non-stream p50 added by a minimal HTTPS proxy (ms)", service: p50.proxy, raw: p50.direct, ratios: added("proxy"), unit: "ms", target: "(reference)" }),
+    ratioRow({ item: "upstream: non-stream req/s via Modelgate vs minimal proxy (c=16)", service: rps.gateway, raw: rps.proxy, unit: "req/s", target: ">= 0.5" }),
     ...(Number.isNaN(cpuPerRequest.proxy[0])
       ? []
-      : [{ item: "upstream: non-stream, CPU per request, minimal proxy over Modelgate (c=16)", service: spread(cpuPerRequest.gateway).median, raw: spread(cpuPerRequest.proxy).median, unit: "CPU µs/req", ratio: cpu.median, range: [cpu.min, cpu.max] as [number, number], target: ">= 0.5" }]),
+      : [
+          ratioRow({
+            item: "upstream: non-stream, CPU per request, minimal proxy over Modelgate (c=16)",
+            service: cpuPerRequest.gateway,
+            raw: cpuPerRequest.proxy,
+            ratios: cpuPerRequest.proxy.map((p, i) => p / cpuPerRequest.gateway[i]!),
+            unit: "CPU µs/req",
+            target: ">= 0.5",
+          }),
+        ]),
   ];
 }
