@@ -50,7 +50,7 @@ export const api = {
   logout: () => call("POST", "/console/api/logout"),
   logoutEverywhere: () => call("POST", "/console/api/logout-everywhere"),
   inviteLookup: (token) => call("POST", "/console/api/invites/lookup", { token }),
-  acceptInvite: (token, password) => call("POST", "/console/api/invites/accept", { token, password }),
+  acceptInvite: (token, password, code) => call("POST", "/console/api/invites/accept", { token, password, ...(code ? { code } : {}) }),
   totpSetup: () => call("POST", "/console/api/totp/setup"),
   totpEnable: (code) => call("POST", "/console/api/totp/enable", { code }),
   totpDisable: (password) => call("POST", "/console/api/totp/disable", { password }),
@@ -72,7 +72,7 @@ export const api = {
   invite: (accountId, body) => call("POST", accountId ? `/admin/v1/accounts/${enc(accountId)}/invites` : "/admin/v1/operators/invites", body),
   setRole: (id, role) => call("PATCH", `/admin/v1/users/${enc(id)}`, { role }),
   removeUser: (id) => call("DELETE", `/admin/v1/users/${enc(id)}`),
-  resetLink: (id) => call("POST", `/admin/v1/users/${enc(id)}/password-reset`),
+  resetLink: (id, clearTotp = false) => call("POST", `/admin/v1/users/${enc(id)}/password-reset`, clearTotp ? { clearTotp } : undefined),
   withdrawInvite: (id) => call("DELETE", `/admin/v1/invites/${enc(id)}`),
 };
 

@@ -5,6 +5,9 @@ import { startServer, type TestServer } from "../harness/server.ts";
 import { freePort } from "../harness/llama-server.ts";
 import { startOidcProvider, type ProviderUser, type TestOidcProvider } from "./helpers/oidc-provider.ts";
 import { joinWithToken, sessionCookie } from "./helpers/console-users.ts";
+import { passwordResetLink } from "../src/auth/console-users.ts";
+import { openStore } from "../src/store/store.ts";
+import { silentLogger } from "../harness/keys.ts";
 
 /**
  * Issue 33: operators sign in with OpenID Connect (authorization code + PKCE through openid-client) against a real
@@ -129,4 +132,79 @@ test("issue 33 OIDC: an email with no operator role (not in the list, no role cl
   // With OIDC configured, an operator's password is not a way in.
   const unverified = await signInThroughProvider({ email: "admin@ops.example", emailVerified: false });
   assert.equal(unverified.session, null, "an unverified email is refused");
+});
+
+const sessionStatus = async (cookie: string) => (await srv.get("/console/api/session", { headers: { cookie: `${sessionCookie}=${cookie}` } })).status;
+
+async function operators(): Promise<{ data: { id: string; email: string; role: string }[]; resetLinks: { id: string; userId: string }[] }> {
+  const res = await srv.get("/admin/v1/operators", { headers: { authorization: `Bearer ${adminToken}` } });
+  assert.equal(res.status, 200);
+  return (await res.json()) as { data: { id: string; email: string; role: string }[]; resetLinks: { id: string; userId: string }[] };
+}
+
+test("issue 42.10 OIDC: the role claim decides the role at every sign-in: operator-admin, then operator-viewer (the admin's session ends), then staff only (refused, every session ends, the operator is removed)", async () => {
+  const who = { email: "rotating@ops.example", subject: "sub-rotating" };
+  const admin = await signInThroughProvider({ ...who, groups: ["operator-admin"] });
+  assert.equal((await sessionOf(admin.session!)).user.role, "operator-admin");
+
+  const viewer = await signInThroughProvider({ ...who, groups: ["operator-viewer"] });
+  assert.equal((await sessionOf(viewer.session!)).user.role, "operator-viewer");
+  assert.equal(await sessionStatus(admin.session!), 401, "the session opened as operator-admin ends when the role is lowered");
+
+  const staff = await signInThroughProvider({ ...who, groups: ["staff"] });
+  assert.equal(staff.session, null, "no operator role any more: refused");
+  assert.match(decodeURIComponent(staff.landing), /no operator role/);
+  assert.equal(await sessionStatus(viewer.session!), 401, "losing the role ends the user's sessions");
+  assert.ok(!(await operators()).data.some((u) => u.email === who.email), "and the operator is removed");
+  const removed = (await auditOf("operator.remove")).find((e) => e.actorEmail === who.email);
+  assert.equal(removed?.detail.via, "oidc");
+
+  // Given the role again at the provider, the same identity signs in again (as a new operator user).
+  const back = await signInThroughProvider({ ...who, groups: ["operator-viewer"] });
+  assert.equal((await sessionOf(back.session!)).user.role, "operator-viewer");
+});
+
+test("issue 42.10 OIDC: an operator invited locally keeps the stored role whatever the claim says; the claim decides only for operators the provider made", async () => {
+  await joinWithToken(srv.fetch, srv.origin, adminToken, null, "local@ops.example", "operator-viewer");
+  const promoted = await signInThroughProvider({ email: "local@ops.example", groups: ["operator-admin"] });
+  assert.equal((await sessionOf(promoted.session!)).user.role, "operator-viewer", "the claim does not change a local invite's role");
+  const none = await signInThroughProvider({ email: "local@ops.example", groups: [] });
+  assert.equal((await sessionOf(none.session!)).user.role, "operator-viewer", "and no claim does not take it away");
+});
+
+test("issue 42.11 OIDC: an operator is linked by iss + sub (an email change at the provider follows the user and withdraws their reset links); a new sub with a linked operator's email is refused and audited; an unverified email matches no one", async () => {
+  const first = await signInThroughProvider({ email: "linked@ops.example", subject: "sub-linked", groups: ["operator-admin"] });
+  const original = (await sessionOf(first.session!)) as unknown as { user: { id: string; email: string } };
+  // A reset link made before single sign-on was turned on (the admin API refuses operators' resets with it on).
+  const store = await openStore(srv.config, silentLogger());
+  try {
+    const user = (await store.users.get(original.user.id))!;
+    await passwordResetLink(store, user, { actor: "cli", source: "test" });
+  } finally {
+    await store.close();
+  }
+  assert.ok((await operators()).resetLinks.some((r) => r.userId === original.user.id));
+
+  const renamed = await signInThroughProvider({ email: "renamed@ops.example", subject: "sub-linked", groups: ["operator-admin"] });
+  const after = (await sessionOf(renamed.session!)) as unknown as { user: { id: string; email: string } };
+  assert.deepEqual(after.user.id, original.user.id, "the same sub is the same operator, whatever the email");
+  assert.equal(after.user.email, "renamed@ops.example");
+  assert.ok(!(await operators()).resetLinks.some((r) => r.userId === original.user.id), "the email change withdrew the reset link");
+
+  const impostor = await signInThroughProvider({ email: "renamed@ops.example", subject: "sub-impostor", groups: ["operator-admin"] });
+  assert.equal(impostor.session, null, "a new sub with a linked operator's email is refused");
+  assert.match(decodeURIComponent(impostor.landing), /another identity at the provider/);
+  const conflict = (await auditOf("auth.oidc_conflict")).find((e) => e.detail.subject === "sub-impostor");
+  assert.deepEqual([conflict?.actor, conflict?.detail.email, conflict?.detail.userId], ["anonymous", "renamed@ops.example", original.user.id]);
+
+  // An operator invited locally (not linked yet) is matched by email only when the provider says it is verified.
+  const local = await joinWithToken(srv.fetch, srv.origin, adminToken, null, "unlinked@ops.example", "operator-admin");
+  const unverified = await signInThroughProvider({ email: "unlinked@ops.example", subject: "sub-unlinked", emailVerified: null });
+  assert.equal(unverified.session, null, "no email_verified: no match by email");
+  assert.match(decodeURIComponent(unverified.landing), /does not say this email address is verified/);
+  const verified = await signInThroughProvider({ email: "unlinked@ops.example", subject: "sub-unlinked" });
+  assert.equal(((await sessionOf(verified.session!)) as unknown as { user: { id: string } }).user.id, local.user.id);
+  assert.ok((await auditOf("operator.oidc_link")).some((e) => e.detail.userId === local.user.id && e.detail.subject === "sub-unlinked"));
+  // Linked now: another sub with that (verified) email is refused too.
+  assert.equal((await signInThroughProvider({ email: "unlinked@ops.example", subject: "sub-other" })).session, null);
 });

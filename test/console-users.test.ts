@@ -6,8 +6,12 @@ import { errorOf } from "./helpers/errors.ts";
 import { clientFrom, inviteWithToken, joinWithToken, sessionCookie, setCookieValue, signInRequest, testPassword, type ConsoleClient } from "./helpers/console-users.ts";
 import { totpCode } from "../src/auth/totp.ts";
 import { sql } from "kysely";
-import { openStore } from "../src/store/store.ts";
-import { silentLogger } from "../harness/keys.ts";
+import { connectDatabase, openStore } from "../src/store/store.ts";
+import { AuditRepo } from "../src/store/audit.repo.ts";
+import { migrationProvider } from "../src/store/migrations.ts";
+import { Migrator } from "kysely/migration";
+import { testConfig } from "../harness/config.ts";
+import { freshPostgres, silentLogger } from "../harness/keys.ts";
 
 /**
  * Issue 33's security rules for console users over HTTP: isolation between accounts (generated from the route
@@ -60,10 +64,11 @@ after(async () => {
 
 /** Every value of B a member of A must never see: its names, its key's prefix and name, its people, its ids. */
 async function secretsOfB(): Promise<Record<string, string>> {
-  const members = await adminJson<{ data: { id: string; email: string }[]; invites: { id: string; email: string }[] }>("GET", `/admin/v1/accounts/${b.account.id}/members`);
+  const members = await adminJson<{ data: { id: string; email: string }[]; invites: { id: string; email: string }[]; resetLinks: { id: string }[] }>("GET", `/admin/v1/accounts/${b.account.id}/members`);
   const secrets: Record<string, string> = { accountName: b.account.name, accountId: b.account.id, keyPrefix: b.key.prefix, keyId: b.key.id, keyName: b.key.name, contact: `ops@${b.account.name}.example` };
   for (const [i, m] of members.data.entries()) Object.assign(secrets, { [`user${i}`]: m.id, [`email${i}`]: m.email });
   for (const [i, inv] of members.invites.entries()) Object.assign(secrets, { [`invite${i}`]: inv.id, [`invitee${i}`]: inv.email });
+  for (const [i, link] of members.resetLinks.entries()) Object.assign(secrets, { [`resetLink${i}`]: link.id });
   return secrets;
 }
 
@@ -90,8 +95,9 @@ test("issue 33 isolation: a member of A, signed in with a CSRF token, tries ever
   const attacker = await joinWithToken(srv.fetch, srv.origin, adminToken, a.account.id, "dev@alpha-corp.example", "developer");
   const bViewer = await inviteWithToken(srv.fetch, srv.origin, adminToken, b.account.id, "pending@beta-corp.example", "viewer");
   assert.ok(bViewer);
+  await b.owner.json("POST", `/admin/v1/users/${b.owner.user.id}/password-reset`);
   const secrets = await secretsOfB();
-  const bIds = [secrets.accountId!, secrets.accountName!, secrets.keyId!, secrets.user0!, secrets.invite0!];
+  const bIds = [secrets.accountId!, secrets.accountName!, secrets.keyId!, secrets.user0!, secrets.invite0!, secrets.resetLink0!];
   const routes = srv.server.app.routeTable.routes.filter((r) => r.url.startsWith("/admin/v1/") || r.url.startsWith("/console/api/"));
   // Each route's body and query fields, from the OpenAPI document built from the same routes' schemas.
   const doc = srv.server.app.swagger() as { paths: Record<string, Record<string, OpenApiOperation>>; components: { schemas: Record<string, unknown> } };
@@ -174,7 +180,7 @@ test("issue 33 invites: a link works once; a used, expired or withdrawn link is 
   assert.deepEqual(await errorOf(await accept(token, "qwerty123456")), { status: 400, type: "invalid_request_error", code: "invalid_parameter", param: "password" });
   assert.deepEqual(await errorOf(await accept(token, "Password1234!")), { status: 400, type: "invalid_request_error", code: "invalid_parameter", param: "password" });
   const lookup = (await (await srv.post("/console/api/invites/lookup", { token })).json()) as Record<string, string>;
-  assert.deepEqual({ ...lookup, expiresAt: typeof lookup.expiresAt }, { email: "once@alpha-corp.example", role: "viewer", purpose: "invite", accountName: a.account.name, expiresAt: "string" });
+  assert.deepEqual({ ...lookup, expiresAt: typeof lookup.expiresAt }, { email: "once@alpha-corp.example", role: "viewer", purpose: "invite", accountName: a.account.name, expiresAt: "string", secondFactor: false });
   const [first, second] = await Promise.all([accept(token, testPassword), accept(token, testPassword)]);
   assert.deepEqual([first.status, second.status].sort(), [200, 404], "two racing uses: one wins");
   assert.deepEqual(await errorOf(await accept(token, testPassword)), { status: 404, type: "invalid_request_error", code: "model_not_found", param: "token" });
@@ -210,6 +216,118 @@ test("issue 33 invites: a link works once; a used, expired or withdrawn link is 
   assert.equal((await member.send("GET", "/admin/v1/keys")).status, 401, "a new password ends the sessions of the old one");
   assert.equal((await signInRequest(srv.fetch, srv.origin, "once@alpha-corp.example", winner)).status, 200);
 });
+
+test("issue 42.8: a reset link is bound to its user: listed beside invites while pending, withdrawn when the user is removed, and it never opens the next user with that email (another account's)", async () => {
+  const accept = (token: string) => srv.post("/console/api/invites/accept", { token, password: "a brand new password for bob 42" });
+  const bob = await joinWithToken(srv.fetch, srv.origin, adminToken, a.account.id, "bob@shared.example", "developer");
+  const kept = await a.owner.json<{ id: string; token: string }>("POST", `/admin/v1/users/${bob.user.id}/password-reset`);
+  type Listed = { invites: { id: string }[]; resetLinks: { id: string; userId: string; email: string; clearsTotp: boolean; createdByEmail: string | null }[] };
+  const listed = await a.owner.json<Listed>("GET", `/admin/v1/accounts/${a.account.id}/members`);
+  assert.deepEqual(listed.resetLinks.find((r) => r.id === kept.id), { ...listed.resetLinks.find((r) => r.id === kept.id)!, userId: bob.user.id, email: "bob@shared.example", clearsTotp: false, createdByEmail: "owner@alpha-corp.example" });
+  assert.ok(!listed.invites.some((i) => i.id === kept.id), "a reset link is not an invite");
+
+  await a.owner.json("DELETE", `/admin/v1/users/${bob.user.id}`);
+  const afterRemoval = await a.owner.json<Listed>("GET", `/admin/v1/accounts/${a.account.id}/members`);
+  assert.ok(!afterRemoval.resetLinks.some((r) => r.id === kept.id), "removing the user withdrew their link");
+  // Account B invites the same address; the new bob joins B.
+  const newBob = await joinWithToken(srv.fetch, srv.origin, adminToken, b.account.id, "bob@shared.example", "viewer");
+  assert.equal(newBob.user.accountId, b.account.id);
+  assert.equal((await srv.post("/console/api/invites/lookup", { token: kept.token })).status, 404);
+  const taken = await accept(kept.token);
+  assert.deepEqual(await errorOf(taken), { status: 404, type: "invalid_request_error", code: "model_not_found", param: "token" });
+  assert.equal(setCookieValue(taken), null, "the old link signs no one in");
+  assert.equal((await newBob.send("GET", "/console/api/session")).status, 200, "and the new bob's session is untouched");
+
+  // An owner withdraws a pending reset link; another account's owner cannot.
+  const member = await joinWithToken(srv.fetch, srv.origin, adminToken, a.account.id, "withdraw-me@alpha-corp.example", "viewer");
+  const link = await a.owner.json<{ id: string; token: string }>("POST", `/admin/v1/users/${member.user.id}/password-reset`);
+  assert.equal((await b.owner.send("DELETE", `/admin/v1/invites/${link.id}`)).status, 404);
+  await a.owner.json("DELETE", `/admin/v1/invites/${link.id}`);
+  assert.ok(!(await a.owner.json<Listed>("GET", `/admin/v1/accounts/${a.account.id}/members`)).resetLinks.some((r) => r.id === link.id));
+  assert.equal((await accept(link.token)).status, 404, "a withdrawn reset link is refused");
+  const withdrawal = await adminJson<{ data: { actor: string; actorEmail: string; detail: { inviteId: string; purpose: string } }[] }>("GET", "/admin/v1/audit?action=link.withdraw");
+  assert.ok(withdrawal.data.some((e) => e.detail.inviteId === link.id && e.detail.purpose === "reset" && e.actorEmail === "owner@alpha-corp.example"));
+});
+
+test("issue 42.9: accepting a reset for a user with TOTP on asks for a current code or a recovery code; only an operator's reset may clear TOTP, and that is audited", async () => {
+  const coOwner = await joinWithToken(srv.fetch, srv.origin, adminToken, a.account.id, "co-owner@alpha-corp.example", "owner");
+  const setup = await coOwner.json<{ secret: string }>("POST", "/console/api/totp/setup");
+  const { recoveryCodes } = await coOwner.json<{ recoveryCodes: string[] }>("POST", "/console/api/totp/enable", { code: totpCode(setup.secret) });
+  const accept = (token: string, extra: Record<string, unknown> = {}) => srv.post("/console/api/invites/accept", { token, password: "the other owner wants in 2024", ...extra }, { headers: { "x-forwarded-for": "192.0.2.150" } });
+
+  // The other owner issues a reset link for their co-owner and tries to use it.
+  const takeover = await a.owner.json<{ token: string }>("POST", `/admin/v1/users/${coOwner.user.id}/password-reset`);
+  const lookup = (await (await srv.post("/console/api/invites/lookup", { token: takeover.token })).json()) as { secondFactor: boolean };
+  assert.equal(lookup.secondFactor, true);
+  const noCode = await accept(takeover.token);
+  assert.deepEqual(await errorOf(noCode), { status: 401, type: "authentication_error", code: "invalid_api_key", param: "code" });
+  assert.equal(setCookieValue(noCode), null, "no session without the second factor");
+  assert.deepEqual(await errorOf(await accept(takeover.token, { code: "000000" })), { status: 401, type: "authentication_error", code: "invalid_api_key", param: "code" });
+  assert.equal((await coOwner.send("GET", "/console/api/session")).status, 200, "the link is not used up, nor the co-owner's sessions ended");
+
+  // The co-owner, with the link and their authenticator (the next step: enabling spent the current one), or a recovery code.
+  const withCode = await clientFrom(srv.fetch, srv.origin, await accept(takeover.token, { code: totpCode(setup.secret, Date.now() + 30_000) }));
+  assert.equal(withCode.user.id, coOwner.user.id);
+  const second = await a.owner.json<{ token: string }>("POST", `/admin/v1/users/${coOwner.user.id}/password-reset`);
+  const withRecovery = await clientFrom(srv.fetch, srv.origin, await accept(second.token, { code: recoveryCodes[0] }));
+  assert.equal(((await withRecovery.json<{ user: { totpEnabled: boolean } }>("GET", "/console/api/session")).user.totpEnabled), true, "a reset keeps TOTP on");
+  const logins = await adminJson<{ data: { actorId: string; detail: { method: string } }[] }>("GET", `/admin/v1/audit?action=auth.login&account=${a.account.id}`);
+  const methods = logins.data.filter((e) => e.actorId === coOwner.user.id).map((e) => e.detail.method);
+  assert.ok(methods.includes("password-reset+totp") && methods.includes("password-reset+recovery-code"), methods.join(", "));
+
+  // Clearing TOTP with the reset is an operator's action: an owner is refused, the admin token (an operator) is not.
+  const byOwner = await a.owner.send("POST", `/admin/v1/users/${coOwner.user.id}/password-reset`, { clearTotp: true });
+  assert.deepEqual(await errorOf(byOwner), { status: 403, type: "permission_error", code: "permission_denied", param: null });
+  const cleared = await adminJson<{ token: string; id: string }>("POST", `/admin/v1/users/${coOwner.user.id}/password-reset`, { clearTotp: true });
+  assert.equal(((await (await srv.post("/console/api/invites/lookup", { token: cleared.token })).json()) as { secondFactor: boolean }).secondFactor, false);
+  const recovered = await clientFrom(srv.fetch, srv.origin, await accept(cleared.token));
+  assert.equal(((await recovered.json<{ user: { totpEnabled: boolean } }>("GET", "/console/api/session")).user.totpEnabled), false, "the operator's reset turned TOTP off");
+  const audit = await adminJson<{ data: { action: string; actor: string; actorId: string | null; detail: Record<string, unknown> }[] }>("GET", `/admin/v1/audit?account=${a.account.id}`);
+  const issued = audit.data.find((e) => e.action === "user.password_reset_link" && e.detail.inviteId === cleared.id);
+  assert.deepEqual([issued?.actor, issued?.detail.clearsTotp, issued?.detail.userId], ["admin-token", true, coOwner.user.id]);
+  assert.ok(audit.data.some((e) => e.action === "user.totp.clear" && e.actorId === coOwner.user.id && e.detail.inviteId === cleared.id));
+  // A keeps one owner, as the other tests expect.
+  await a.owner.json("DELETE", `/admin/v1/users/${coOwner.user.id}`);
+});
+
+for (const dialect of ["sqlite", "postgres"] as const) {
+  test(`issue 42.8 and 42.10 (${dialect}) migration 0011: reset links made before it (found by email) are withdrawn; operators an OpenID sign-in made are marked so, and invited ones keep their role`, async () => {
+    const dataDir = tempDir();
+    const db = dialect === "postgres" ? await freshPostgres() : null;
+    try {
+      const config = testConfig({ dataDir, models: [], keySecret: "migration-0011-key-secret-0123456789", ...(db ? { database: { url: db.url } } : {}) }, null);
+      const legacy = connectDatabase(config, config.databaseUrl, silentLogger()).db;
+      try {
+        assert.ifError((await new Migrator({ db: legacy, provider: migrationProvider }).migrateTo("0009_batch_api")).error);
+        const at = new Date().toISOString();
+        const later = new Date(Date.now() + 3600_000).toISOString();
+        for (const [id, email] of [["usr_sso", "sso@ops.example"], ["usr_local", "local@ops.example"]]) {
+          await legacy.insertInto("users").values({ id, email, account_id: null, role: "operator-admin", password_hash: null, totp_secret: null, totp_enabled_at: null, totp_last_step: null, created_at: at, disabled_at: null }).execute();
+        }
+        const audit = new AuditRepo(legacy);
+        await audit.append({ id: "aud_sso", at, actor: "operator", actorId: "usr_sso", actorEmail: "sso@ops.example", onBehalfOf: null, action: "operator.join", accountId: null, keyId: null, source: null, detail: { role: "operator-admin", via: "oidc" } });
+        await audit.append({ id: "aud_local", at, actor: "operator", actorId: "usr_local", actorEmail: "local@ops.example", onBehalfOf: null, action: "operator.join", accountId: null, keyId: null, source: null, detail: { inviteId: "inv_x", role: "operator-admin", invitedBy: null } });
+        for (const [id, purpose] of [["inv_reset", "reset"], ["inv_invite", "invite"]]) {
+          await legacy.insertInto("invites").values({ id, token_hash: id, purpose, email: "local@ops.example", account_id: null, role: "operator-admin", created_by_id: null, created_by_email: null, created_at: at, expires_at: later, used_at: null }).execute();
+        }
+      } finally {
+        await legacy.destroy();
+      }
+      const store = await openStore(config, silentLogger());
+      try {
+        assert.deepEqual([(await store.users.get("usr_sso"))?.provisionedBy, (await store.users.get("usr_local"))?.provisionedBy], ["oidc", "invite"]);
+        assert.notEqual((await store.invites.get("inv_reset"))?.usedAt, null, "an old reset link is withdrawn");
+        assert.equal((await store.invites.get("inv_invite"))?.usedAt, null, "an invite is not");
+        assert.equal((await store.audit.verify()).firstBreak, null);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await db?.drop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+}
 
 test("issue 33 sessions: an id planted before sign-in is not kept; a change from another origin or without the CSRF token is refused; sign out everywhere ends every session", async () => {
   const planted = "attacker-chosen-session-id-0123456789abcdef";

@@ -7,7 +7,7 @@ import path from "node:path";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { startServer, modelsDir, repoRoot, type TestServer } from "../harness/server.ts";
 import { errorOf } from "./helpers/errors.ts";
-import { inviteWithToken, testPassword } from "./helpers/console-users.ts";
+import { inviteWithToken, joinWithToken, testPassword } from "./helpers/console-users.ts";
 import { totpCode } from "../src/auth/totp.ts";
 import { toFile } from "openai";
 import { waitFor } from "./helpers/wait-for.ts";
@@ -314,6 +314,42 @@ test("§2.9 issue 33 console: an operator invites a member; the member joins, tu
   const after = await errorOf(await srv.get("/admin/v1/keys", { headers: { cookie: `${cookieName}=${stale}` } }));
   assert.deepEqual([after.status, after.code], [401, "invalid_api_key"]);
   for (const tab of [op, member, viewer]) await tab.context().close();
+});
+
+test("issue 42.8-9 console: an owner sees a member's pending reset link beside the invites and withdraws it; a reset link for a member with TOTP on asks for the code", async () => {
+  const account = (await (await srv.post("/admin/v1/accounts", { name: "reset-links" }, { headers: adminHeaders })).json()) as { id: string };
+  const member = await joinWithToken(srv.fetch, srv.origin, adminToken, account.id, "totp@reset-links.example", "developer");
+  const setup = await member.json<{ secret: string }>("POST", "/console/api/totp/setup");
+  await member.json("POST", "/console/api/totp/enable", { code: totpCode(setup.secret) });
+  const owner = await newTab();
+  try {
+    page = owner;
+    await accept(owner, `/console#/invite/${await inviteWithToken(srv.fetch, srv.origin, adminToken, account.id, "owner@reset-links.example", "owner")}`);
+    await owner.getByRole("link", { name: "Members" }).click();
+    await owner.getByRole("button", { name: "Password reset link for totp@reset-links.example" }).click();
+    await owner.getByRole("heading", { name: "Password reset link" }).waitFor();
+    await owner.getByRole("button", { name: "Done" }).click();
+    const pending = owner.getByTestId("reset-links");
+    await pending.getByRole("rowheader", { name: "totp@reset-links.example" }).waitFor();
+    assert.match((await pending.textContent())!, /owner@reset-links\.example.*asked on use/);
+    assert.equal(await owner.getByRole("button", { name: /clearing two-factor/ }).count(), 0, "an owner cannot clear a member's TOTP");
+    await assertAccessible("members with a pending reset link");
+    await owner.getByRole("button", { name: "Withdraw the reset link for totp@reset-links.example" }).click();
+    await pending.waitFor({ state: "detached" });
+
+    // The member opens a new link (in this browser: accepting it signs the owner out and the member in).
+    const link = (await (await srv.post(`/admin/v1/users/${member.user.id}/password-reset`, {}, { headers: adminHeaders })).json()) as { path: string };
+    await owner.goto(`${srv.origin}${link.path}`);
+    await owner.getByLabel("New password").fill("a fresh password for the reset");
+    await owner.getByLabel("The same password again").fill("a fresh password for the reset");
+    await owner.getByLabel("Authenticator code").fill(totpCode(setup.secret, Date.now() + 30_000));
+    await assertAccessible("reset with a second factor");
+    await owner.getByRole("button", { name: /Set the password/ }).click();
+    await owner.getByRole("heading", { name: "Security" }).waitFor();
+    assert.match((await owner.getByRole("banner").textContent()) ?? "", /totp@reset-links\.example/);
+  } finally {
+    await owner.context().close();
+  }
 });
 
 test("§2.9 console: a session that ends while the page is open (sign-out elsewhere, expiry) brings back the sign-in form", async () => {

@@ -2,7 +2,7 @@ import { useEffect, useState } from "preact/hooks";
 import { api } from "../api.js";
 import { html, Notice, formatDate } from "../ui.js";
 
-const actions = ["account.create", "account.update", "key.create", "key.rotate", "key.revoke", "member.invite", "member.join", "member.role", "member.remove", "operator.invite", "operator.join", "user.totp.enable", "user.password_reset", "auth.login", "auth.failed", "auth.failed.summary"];
+const actions = ["account.create", "account.update", "key.create", "key.rotate", "key.revoke", "member.invite", "member.join", "member.role", "member.remove", "operator.invite", "operator.join", "operator.role", "operator.remove", "operator.email", "operator.oidc_link", "user.totp.enable", "user.totp.disable", "user.totp.clear", "user.password_reset_link", "user.password_reset", "link.withdraw", "auth.login", "auth.oidc_conflict", "auth.failed", "auth.failed.summary"];
 const actors = ["member", "operator", "cli", "admin-token", "anonymous", "console"];
 
 /** Newest first, filtered; `fixed`: a member's own account, without the account filter. */

@@ -11,7 +11,7 @@ function OnceLink({ link, onDone }) {
   const url = link.url ?? `${location.origin}${link.path}`;
   const copy = () => navigator.clipboard.writeText(url).then(() => setCopied("Copied to the clipboard."), () => setCopied("Select the link and copy it."));
   return html`<section class="once" aria-labelledby="link-title" tabindex="-1" ref=${(el) => el?.focus()}>
-    <h2 id="link-title">${link.purpose === "reset" ? "Password reset link" : `Invite for ${link.email}`}</h2>
+    <h2 id="link-title">${link.purpose === "reset" ? `Password reset link${link.clearsTotp ? ", clearing two-factor sign-in" : ""}` : `Invite for ${link.email}`}</h2>
     <p><strong>Send this link to ${link.email} now: you will not see it again.</strong> It works once, until ${formatDate(link.expiresAt)}.</p>
     <p class="key-line"><code data-testid="invite-link">${url}</code> <button type="button" onClick=${copy}>Copy link</button> <span role="status">${copied}</span></p>
     <button type="button" onClick=${onDone}>Done</button>
@@ -19,11 +19,13 @@ function OnceLink({ link, onDone }) {
 }
 
 /**
- * The people of an account (accountId), or the operators (accountId null): their roles, the invites not yet used,
- * and, for whoever may manage them (an owner, an operator-admin), invite, change a role, send a reset link, remove.
+ * The people of an account (accountId), or the operators (accountId null): their roles, the invites and reset links
+ * not yet used, and, for whoever may manage them (an owner, an operator-admin), invite, change a role, send a reset
+ * link, withdraw a link, remove. Only an operator's reset may also clear a user's two-factor sign-in.
  */
 export function MembersPage({ accountId, accountName, canManage, me }) {
   const roles = accountId ? memberRoles : operatorRoles;
+  const operator = me.kind === "operator";
   const [list, setList] = useState(null);
   const [error, setError] = useState(null);
   const [form, setForm] = useState({ email: "", role: roles[1] ?? roles[0] });
@@ -61,6 +63,7 @@ export function MembersPage({ accountId, accountName, canManage, me }) {
           : u.role}</td>
         <td>${u.totpEnabled ? "on" : "off"}</td><td>${formatDate(u.createdAt)}</td>
         ${canManage && html`<td>${u.id !== me.id && html`<button type="button" onClick=${act(async () => setLink(await api.resetLink(u.id)))} aria-label=${`Password reset link for ${u.email}`}>Reset link</button>
+          ${operator && u.totpEnabled && html`<button type="button" onClick=${act(async () => setLink({ ...(await api.resetLink(u.id, true)), clearsTotp: true }))} aria-label=${`Password reset link for ${u.email}, clearing two-factor sign-in`}>Reset and clear two-factor</button>`}
           <button type="button" class="danger" onClick=${() => setRemoving(u)} aria-label=${`Remove ${u.email}`}>Remove</button>`}</td>`}
       </tr>`)}</tbody>
     </table>`}
@@ -69,6 +72,12 @@ export function MembersPage({ accountId, accountName, canManage, me }) {
       <thead><tr><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Expires</th><th scope="col">Invited by</th>${canManage && html`<th scope="col">Actions</th>`}</tr></thead>
       <tbody>${list.invites.map((i) => html`<tr><th scope="row">${i.email}</th><td>${i.role}</td><td>${formatDate(i.expiresAt)}</td><td>${i.createdByEmail ?? "admin token or CLI"}</td>
         ${canManage && html`<td><button type="button" onClick=${act(() => api.withdrawInvite(i.id))} aria-label=${`Withdraw the invite for ${i.email}`}>Withdraw</button></td>`}</tr>`)}</tbody>
+    </table>`}
+    ${list && list.resetLinks.length > 0 && html`<h2>Pending reset links</h2><table data-testid="reset-links">
+      <caption class="visually-hidden">Password-reset links not yet used</caption>
+      <thead><tr><th scope="col">For</th><th scope="col">Expires</th><th scope="col">Made by</th><th scope="col">Two-factor</th>${canManage && html`<th scope="col">Actions</th>`}</tr></thead>
+      <tbody>${list.resetLinks.map((r) => html`<tr><th scope="row">${r.email}</th><td>${formatDate(r.expiresAt)}</td><td>${r.createdByEmail ?? "admin token or CLI"}</td><td>${r.clearsTotp ? "cleared on use" : "asked on use"}</td>
+        ${canManage && html`<td><button type="button" onClick=${act(() => api.withdrawInvite(r.id))} aria-label=${`Withdraw the reset link for ${r.email}`}>Withdraw</button></td>`}</tr>`)}</tbody>
     </table>`}
     ${canManage && html`<form class="panel" onSubmit=${invite} aria-labelledby="invite-title">
       <h2 id="invite-title">Invite ${accountId ? "a member" : "an operator"}</h2>

@@ -43,11 +43,14 @@ export function SignInPage({ onSignedIn, note, error: given }) {
   </main>`;
 }
 
-/** An invite or password-reset link: who it is for, then a new password (twice); accepting signs in. */
+/**
+ * An invite or password-reset link: who it is for, then a new password (twice), and for a reset of a user with TOTP
+ * on, the authenticator's code (or a recovery code); accepting signs in.
+ */
 export function AcceptInvitePage({ token, onSignedIn }) {
   const [invite, setInvite] = useState(null);
   const [error, setError] = useState(null);
-  const [form, setForm] = useState({ password: "", again: "" });
+  const [form, setForm] = useState({ password: "", again: "", code: "" });
   useEffect(() => {
     api.inviteLookup(token).then(setInvite, setError);
   }, [token]);
@@ -57,7 +60,7 @@ export function AcceptInvitePage({ token, onSignedIn }) {
     setError(null);
     if (form.password !== form.again) return setError({ message: "The two passwords differ.", param: "password" });
     try {
-      const session = await api.acceptInvite(token, form.password);
+      const session = await api.acceptInvite(token, form.password, invite.secondFactor ? form.code : undefined);
       onSignedIn(session);
       // The link leaves the history: the next page (where TOTP is turned on) replaces it.
       location.replace("#/security");
@@ -74,6 +77,8 @@ export function AcceptInvitePage({ token, onSignedIn }) {
       <${Field} id="new-password" label="New password" type="password" value=${form.password} onInput=${set("password")} required autocomplete="new-password"
         hint="At least 12 characters; a common password is refused. A sentence of a few words works well." />
       <${Field} id="new-password-again" label="The same password again" type="password" value=${form.again} onInput=${set("again")} required autocomplete="new-password" />
+      ${invite.secondFactor && html`<${Field} id="reset-code" label="Authenticator code" value=${form.code} onInput=${set("code")} required autocomplete="one-time-code"
+        hint="Two-factor sign-in is on: the 6-digit code from your authenticator app, or one of your recovery codes." />`}
       <${Notice} error=${error} />
       <button type="submit" class="primary">${reset ? "Set the password and sign in" : "Set the password and join"}</button>
     </form>

@@ -58,13 +58,18 @@ export async function inviteUser(store: Store, input: { email: string; role: str
   return issueLink(store, { email, role, accountId: input.accountId, purpose: "invite" }, by);
 }
 
-/** A one-time password-reset link for an existing user, with the same rules as an invite (72 h, once, hashed). */
-export async function passwordResetLink(store: Store, user: User, by: AuditContext): Promise<CreatedInvite> {
+/**
+ * A one-time password-reset link for an existing user, with the same rules as an invite (72 h, once, hashed). It is
+ * bound to the user's id and email: it opens that user only, and is withdrawn when they are removed or their email
+ * changes. `clearTotp` (the caller checks it is an operator's decision) makes accepting it turn the user's TOTP off;
+ * otherwise a user with TOTP on must give a code to accept it.
+ */
+export async function passwordResetLink(store: Store, user: User, by: AuditContext, options: { clearTotp?: boolean } = {}): Promise<CreatedInvite> {
   if (user.disabledAt) throw new LifecycleError("not_found", "id", `no user "${user.id}"`);
-  return issueLink(store, { email: user.email, role: user.role, accountId: user.accountId, purpose: "reset" }, by);
+  return issueLink(store, { email: user.email, role: user.role, accountId: user.accountId, purpose: "reset", userId: user.id, clearsTotp: options.clearTotp === true }, by);
 }
 
-async function issueLink(store: Store, fields: Pick<Invite, "email" | "role" | "accountId" | "purpose">, by: AuditContext): Promise<CreatedInvite> {
+async function issueLink(store: Store, fields: Pick<Invite, "email" | "role" | "accountId" | "purpose"> & Partial<Pick<Invite, "userId" | "clearsTotp">>, by: AuditContext): Promise<CreatedInvite> {
   const token = randomBytes(32).toString("base64url");
   const created = Date.now();
   const invite: Invite = {
@@ -75,14 +80,26 @@ async function issueLink(store: Store, fields: Pick<Invite, "email" | "role" | "
     createdAt: new Date(created).toISOString(),
     expiresAt: new Date(created + inviteTtlMs).toISOString(),
     usedAt: null,
+    userId: fields.userId ?? null,
+    clearsTotp: fields.clearsTotp ?? false,
   };
   const action = fields.purpose === "reset" ? "user.password_reset_link" : fields.accountId === null ? "operator.invite" : "member.invite";
   await store.transaction(async (tx) => {
     await tx.invites.insert(invite, inviteTokenHash(token));
-    await tx.audit.append(auditEntry(by, action, fields.accountId, { inviteId: invite.id, email: invite.email, role: invite.role, expiresAt: invite.expiresAt }));
+    const resetOf = invite.userId === null ? {} : { userId: invite.userId, clearsTotp: invite.clearsTotp };
+    await tx.audit.append(auditEntry(by, action, fields.accountId, { inviteId: invite.id, email: invite.email, role: invite.role, expiresAt: invite.expiresAt, ...resetOf }));
   });
   const page = fields.purpose === "reset" ? "reset" : "invite";
   return { id: invite.id, email: invite.email, role: invite.role, accountId: invite.accountId, purpose: invite.purpose, expiresAt: invite.expiresAt, token, path: `/console#/${page}/${token}` };
+}
+
+/** Withdraws an unused invite or reset link (it is then refused like a used one), audited as link.withdraw. */
+export async function withdrawLink(store: Store, invite: Invite, by: AuditContext): Promise<void> {
+  await store.transaction(async (tx) => {
+    const at = now();
+    if (!(await tx.invites.revoke(invite.id, at))) throw new LifecycleError("not_found", "id", `no open invite "${invite.id}"`);
+    await tx.audit.append(auditEntry(by, "link.withdraw", invite.accountId, { inviteId: invite.id, purpose: invite.purpose, email: invite.email, ...(invite.userId ? { userId: invite.userId } : {}) }));
+  });
 }
 
 /** The invite a token opens, while it is unused and unexpired; null otherwise (the caller answers one 404 for all). */
@@ -94,15 +111,46 @@ export async function usableInvite(store: Store, token: string): Promise<Invite 
 }
 
 /**
- * Uses the link: the password is checked, then in one transaction the invite is marked used (only one caller can,
- * however many race), the user is created (invite) or given the new password (reset), and the entry is audited
- * with the user as its actor. Returns null for a used, expired or unknown token.
+ * The user a reset link opens: the one it was made for, while they are active and still have the email it was sent
+ * to, in the same account; null otherwise (the link is as dead as a used one).
  */
-export async function acceptInvite(store: Store, token: string, password: string, source: string | null): Promise<User | null> {
+export async function resetTarget(store: Store | StoreTransaction, invite: Invite): Promise<User | null> {
+  if (invite.purpose !== "reset" || invite.userId === null) return null;
+  const user = await store.users.get(invite.userId);
+  if (!user || user.disabledAt || user.email !== invite.email || user.accountId !== invite.accountId) return null;
+  return user;
+}
+
+/**
+ * A reset for a user with TOTP on asks for their second factor (issue 42.9): the check throws when the code is
+ * missing or wrong, and answers how it was given ("totp", "recovery-code").
+ */
+export type SecondFactorCheck = (user: User) => Promise<string>;
+
+/** The user a link signed in, and how (`auth.login`'s method): `invite`, `password-reset`, `password-reset+totp`… */
+export interface AcceptedLink {
+  user: User;
+  method: string;
+}
+
+/**
+ * Uses the link: the password is checked, then a reset's second factor when its user has TOTP on (unless an
+ * operator's reset clears it), then in one transaction the invite is marked used (only one caller can, however many
+ * race), the user is created (invite) or given the new password (reset; TOTP turned off if the link says so), and the
+ * entries are audited with the user as their actor. Returns null for a used, expired, withdrawn or unknown token.
+ */
+export async function acceptInvite(store: Store, token: string, password: string, source: string | null, secondFactor: SecondFactorCheck): Promise<AcceptedLink | null> {
   const invite = await usableInvite(store, token);
   if (!invite) return null;
   const problem = passwordProblem(password, invite.email);
   if (problem) throw new LifecycleError("invalid_parameter", "password", problem);
+  let method = "invite";
+  if (invite.purpose === "reset") {
+    const target = await resetTarget(store, invite);
+    if (!target) return null;
+    method = "password-reset";
+    if (target.totpEnabled && !invite.clearsTotp) method += `+${await secondFactor(target)}`;
+  }
   const hash = await hashPassword(password);
   return store.transaction(async (tx) => {
     const at = now();
@@ -110,8 +158,14 @@ export async function acceptInvite(store: Store, token: string, password: string
     const user = invite.purpose === "reset" ? await resetPassword(tx, invite, hash) : await joinWith(tx, invite, hash, at);
     if (!user) return null;
     const action = invite.purpose === "reset" ? "user.password_reset" : invite.accountId === null ? "operator.join" : "member.join";
-    await tx.audit.append(auditEntry(selfActor(user, source), action, invite.accountId, { inviteId: invite.id, role: user.role, invitedBy: invite.createdByEmail }));
-    return user;
+    const by = selfActor(user, source);
+    await tx.audit.append(auditEntry(by, action, invite.accountId, { inviteId: invite.id, role: user.role, invitedBy: invite.createdByEmail }));
+    if (invite.clearsTotp && user.totpEnabled) {
+      await tx.users.disableTotp(user.id);
+      await tx.audit.append(auditEntry(by, "user.totp.clear", invite.accountId, { inviteId: invite.id, clearedBy: invite.createdByEmail }));
+      return { user: { ...user, totpEnabled: false }, method: `${method}+totp-cleared` };
+    }
+    return { user, method };
   });
 }
 
@@ -124,8 +178,8 @@ async function joinWith(tx: StoreTransaction, invite: Invite, hash: string, at: 
 }
 
 async function resetPassword(tx: StoreTransaction, invite: Invite, hash: string): Promise<User | null> {
-  const user = await tx.users.byEmail(invite.email);
-  if (!user || user.disabledAt) return null;
+  const user = await resetTarget(tx, invite);
+  if (!user) return null;
   await tx.users.setPassword(user.id, hash);
   return user;
 }

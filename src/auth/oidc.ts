@@ -14,9 +14,13 @@ export interface OidcTransaction {
 }
 
 export interface OidcIdentity {
+  /** The ID token's `iss` and `sub`: who this is at the provider, whatever their email becomes. */
+  issuer: string;
   subject: string;
   email: string;
-  /** From the role claim or the email lists; null when neither gives one. */
+  /** The provider says the email is the user's (`email_verified: true`); absent counts as not verified. */
+  emailVerified: boolean;
+  /** From the role claim, else the email lists (only for a verified email); null when neither gives one. */
   role: OperatorRole | null;
 }
 
@@ -33,7 +37,11 @@ export class OidcSignIn {
   private configuration: Promise<client.Configuration> | null = null;
   private readonly fetchImpl: client.CustomFetch | undefined;
 
+  /** Whether the role claim or the email lists are configured: then they decide the role at every sign-in. */
+  readonly decidesRoles: boolean;
+
   constructor(private readonly settings: OidcSettings) {
+    this.decidesRoles = settings.roleClaim !== null || settings.adminEmails.length > 0 || settings.viewerEmails.length > 0;
     if (settings.caFile) {
       const agent = new Agent({ connect: { ca: [...rootCertificates, readFileSync(settings.caFile, "utf8")] } });
       this.fetchImpl = ((url: string, init: RequestInit) => undiciFetch(url, { ...(init as object), dispatcher: agent })) as unknown as client.CustomFetch;
@@ -73,7 +81,7 @@ export class OidcSignIn {
   /** The provider's answer (`callbackUrl` with code and state), checked and exchanged for a verified ID token. */
   async finish(callbackUrl: URL, transaction: OidcTransaction): Promise<OidcIdentity> {
     const config = await this.config();
-    let claims: Record<string, unknown> & { sub: string; email?: unknown; email_verified?: unknown };
+    let claims: Record<string, unknown> & { iss: string; sub: string; email?: unknown; email_verified?: unknown };
     try {
       const tokens = await client.authorizationCodeGrant(config, callbackUrl, {
         pkceCodeVerifier: transaction.verifier,
@@ -86,7 +94,7 @@ export class OidcSignIn {
       claims = idToken;
       // Many providers put the email and groups in the ID token; others (and the spec's default) only at the
       // UserInfo endpoint, whose answer must be about the same subject (openid-client checks it).
-      const needed = [ "email", ...(this.settings.roleClaim ? [this.settings.roleClaim] : [])];
+      const needed = ["email", "email_verified", ...(this.settings.roleClaim ? [this.settings.roleClaim] : [])];
       if (needed.some((name) => claims[name] === undefined)) {
         claims = { ...(await client.fetchUserInfo(config, tokens.access_token, idToken.sub)), ...idToken };
       }
@@ -96,11 +104,13 @@ export class OidcSignIn {
     }
     const email = typeof claims.email === "string" ? claims.email.trim().toLowerCase() : "";
     if (!email) throw new OidcRefusal("The identity provider sent no email address (the email scope is needed).");
-    if (claims.email_verified === false) throw new OidcRefusal("The identity provider says this email address is not verified.");
-    return { subject: claims.sub, email, role: this.roleOf(claims, email) };
+    // Some providers (Cognito) send the flag as a string.
+    if (claims.email_verified === false || claims.email_verified === "false") throw new OidcRefusal("The identity provider says this email address is not verified.");
+    const emailVerified = claims.email_verified === true || claims.email_verified === "true";
+    return { issuer: claims.iss, subject: claims.sub, email, emailVerified, role: this.roleOf(claims, emailVerified ? email : null) };
   }
 
-  private roleOf(claims: Record<string, unknown>, email: string): OperatorRole | null {
+  private roleOf(claims: Record<string, unknown>, email: string | null): OperatorRole | null {
     const { roleClaim, adminValue, viewerValue, adminEmails, viewerEmails } = this.settings;
     if (roleClaim) {
       const value = claims[roleClaim];
@@ -108,6 +118,7 @@ export class OidcSignIn {
       if (values.includes(adminValue)) return "operator-admin";
       if (values.includes(viewerValue)) return "operator-viewer";
     }
+    if (email === null) return null;
     if (adminEmails.includes(email)) return "operator-admin";
     if (viewerEmails.includes(email)) return "operator-viewer";
     return null;

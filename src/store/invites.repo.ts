@@ -1,4 +1,4 @@
-import type { Kysely } from "kysely";
+import type { Kysely, Selectable } from "kysely";
 import type { Database } from "./schema.ts";
 import type { UserRole } from "./users.repo.ts";
 
@@ -15,9 +15,13 @@ export interface Invite {
   createdAt: string;
   expiresAt: string;
   usedAt: string | null;
+  /** A reset link's user: it opens this user only. Null for an invite. */
+  userId: string | null;
+  /** Accepting the reset also turns the user's TOTP off (an operator's decision, issue 42.9). */
+  clearsTotp: boolean;
 }
 
-type Row = Database["invites"];
+type Row = Selectable<Database["invites"]>;
 
 function toInvite(row: Row): Invite {
   return {
@@ -31,6 +35,8 @@ function toInvite(row: Row): Invite {
     createdAt: row.created_at,
     expiresAt: row.expires_at,
     usedAt: row.used_at,
+    userId: row.user_id,
+    clearsTotp: Number(row.clears_totp) === 1,
   };
 }
 
@@ -53,6 +59,8 @@ export class InvitesRepo {
         created_at: invite.createdAt,
         expires_at: invite.expiresAt,
         used_at: null,
+        user_id: invite.userId,
+        clears_totp: invite.clearsTotp ? 1 : 0,
       })
       .execute();
     return invite;
@@ -72,9 +80,9 @@ export class InvitesRepo {
     return Number(result.numUpdatedRows) === 1;
   }
 
-  /** The open invites of an account (or of operators, `null`), newest first. */
-  async pending(accountId: string | null, at: string): Promise<Invite[]> {
-    const query = this.db.selectFrom("invites").selectAll().where("used_at", "is", null).where("expires_at", ">", at).where("purpose", "=", "invite");
+  /** The open invites (or reset links) of an account (or of operators, `null`), newest first. */
+  async pending(accountId: string | null, at: string, purpose: InvitePurpose = "invite"): Promise<Invite[]> {
+    const query = this.db.selectFrom("invites").selectAll().where("used_at", "is", null).where("expires_at", ">", at).where("purpose", "=", purpose);
     const rows = await (accountId === null ? query.where("account_id", "is", null) : query.where("account_id", "=", accountId)).orderBy("created_at", "desc").execute();
     return rows.map(toInvite);
   }

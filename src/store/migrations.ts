@@ -281,6 +281,33 @@ const migrations: Record<string, Migration> = {
       for (const column of ["batch_requests", "batch_prompt_tokens", "batch_completion_tokens"]) await db.schema.alterTable("usage").dropColumn(column).execute();
     },
   },
+  "0011_console_links_and_oidc_subjects": {
+    async up(db: Kysely<any>) {
+      // Issue 42.8: a reset link names its user by id (it used to find them by email when accepted); 42.9: a reset
+      // that also clears TOTP (an operator's decision) says so.
+      await db.schema.alterTable("invites").addColumn("user_id", "text").execute();
+      await db.schema.alterTable("invites").addColumn("clears_totp", "bigint", (c) => c.notNull().defaultTo(0)).execute();
+      await db.schema.createIndex("invites_user_idx").on("invites").column("user_id").execute();
+      // Reset links made before could open whoever holds their email now: withdrawn (used_at set), ask for new ones.
+      const at = new Date().toISOString();
+      await db.updateTable("invites").set({ used_at: at }).where("purpose", "=", "reset").where("used_at", "is", null).execute();
+      // Issue 42.10-11: an operator's link to the identity provider (issuer + subject), and where their role comes
+      // from: `invite` (kept as stored) or `oidc` (decided by the provider at every sign-in).
+      await db.schema.alterTable("users").addColumn("oidc_issuer", "text").execute();
+      await db.schema.alterTable("users").addColumn("oidc_subject", "text").execute();
+      await db.schema.alterTable("users").addColumn("provisioned_by", "text", (c) => c.notNull().defaultTo("invite")).execute();
+      await db.schema.createIndex("users_oidc_subject_idx").on("users").columns(["oidc_issuer", "oidc_subject"]).unique().execute();
+      // Operators made by an OpenID sign-in so far: the ones whose own operator.join entry says so.
+      const joined = db.selectFrom("audit_log").select("actor_id").where("action", "=", "operator.join").where("detail", "like", '%"via":"oidc"%');
+      await db.updateTable("users").set({ provisioned_by: "oidc" }).where("account_id", "is", null).where("id", "in", joined).execute();
+    },
+    async down(db: Kysely<any>) {
+      await db.schema.dropIndex("users_oidc_subject_idx").execute();
+      for (const column of ["oidc_issuer", "oidc_subject", "provisioned_by"]) await db.schema.alterTable("users").dropColumn(column).execute();
+      await db.schema.dropIndex("invites_user_idx").execute();
+      for (const column of ["user_id", "clears_totp"]) await db.schema.alterTable("invites").dropColumn(column).execute();
+    },
+  },
 };
 
 /** Gives the entries written before 0004 their place in the chain; the append-only triggers are lifted meanwhile. */

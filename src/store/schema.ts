@@ -108,6 +108,11 @@ export interface UsersTable {
   created_at: string;
   /** A removed member: kept for the audit log's sake, never signs in again. */
   disabled_at: string | null;
+  /** An operator's identity at the OpenID provider (the ID token's `iss` and `sub`), once linked; unique together. */
+  oidc_issuer: string | null;
+  oidc_subject: string | null;
+  /** `invite` (a local invite: the stored role holds) or `oidc` (made by a sign-in: the provider decides the role). */
+  provisioned_by: Generated<string>;
 }
 
 /** TOTP recovery codes: each one shown once, stored as a hash, used at most once. */
@@ -131,7 +136,12 @@ export interface InvitesTable {
   created_by_email: string | null;
   created_at: string;
   expires_at: string;
+  /** Used, or withdrawn. */
   used_at: string | null;
+  /** A reset link's user (the link opens this user only, whatever their email is now); null for an invite. */
+  user_id: string | null;
+  /** 1: accepting the reset also turns the user's TOTP off (an operator's decision). */
+  clears_totp: Generated<number>;
 }
 
 /** Console sessions in the database (when no Redis is configured): the SHA-256 of the cookie's id, never the id. */

@@ -1,4 +1,4 @@
-import type { Kysely } from "kysely";
+import type { Kysely, Selectable } from "kysely";
 import type { Database } from "./schema.ts";
 
 export type MemberRole = "owner" | "developer" | "viewer";
@@ -19,9 +19,20 @@ export interface User {
   totpEnabled: boolean;
   createdAt: string;
   disabledAt: string | null;
+  /** `invite`: joined through a local invite, the stored role holds; `oidc`: made by a sign-in, the provider decides. */
+  provisionedBy: UserProvisioning;
+  /** The operator's identity at the OpenID provider, once linked (auth/oidc-operators.ts). */
+  oidc: OidcSubject | null;
 }
 
-type Row = Database["users"];
+export type UserProvisioning = "invite" | "oidc";
+
+export interface OidcSubject {
+  issuer: string;
+  subject: string;
+}
+
+type Row = Selectable<Database["users"]>;
 
 function toUser(row: Row): User {
   return {
@@ -33,6 +44,8 @@ function toUser(row: Row): User {
     totpEnabled: row.totp_enabled_at !== null,
     createdAt: row.created_at,
     disabledAt: row.disabled_at,
+    provisionedBy: row.provisioned_by === "oidc" ? "oidc" : "invite",
+    oidc: row.oidc_issuer !== null && row.oidc_subject !== null ? { issuer: row.oidc_issuer, subject: row.oidc_subject } : null,
   };
 }
 
@@ -48,7 +61,7 @@ export function normalizeEmail(email: string): string {
 export class UsersRepo {
   constructor(private readonly db: Kysely<Database>) {}
 
-  async insert(user: { id: string; email: string; accountId: string | null; role: UserRole; passwordHash: string | null; createdAt: string }): Promise<User> {
+  async insert(user: { id: string; email: string; accountId: string | null; role: UserRole; passwordHash: string | null; createdAt: string; provisionedBy?: UserProvisioning; oidc?: OidcSubject }): Promise<User> {
     const row: Row = {
       id: user.id,
       email: normalizeEmail(user.email),
@@ -60,6 +73,9 @@ export class UsersRepo {
       totp_last_step: null,
       created_at: user.createdAt,
       disabled_at: null,
+      oidc_issuer: user.oidc?.issuer ?? null,
+      oidc_subject: user.oidc?.subject ?? null,
+      provisioned_by: user.provisionedBy ?? "invite",
     };
     await this.db.insertInto("users").values(row).execute();
     return toUser(row);
@@ -73,6 +89,22 @@ export class UsersRepo {
   async byEmail(email: string): Promise<User | null> {
     const row = await this.db.selectFrom("users").selectAll().where("email", "=", normalizeEmail(email)).executeTakeFirst();
     return row ? toUser(row) : null;
+  }
+
+  /** The user linked to this identity at the OpenID provider (active or not). */
+  async byOidcSubject(subject: OidcSubject): Promise<User | null> {
+    const row = await this.db.selectFrom("users").selectAll().where("oidc_issuer", "=", subject.issuer).where("oidc_subject", "=", subject.subject).executeTakeFirst();
+    return row ? toUser(row) : null;
+  }
+
+  async linkOidc(id: string, subject: OidcSubject): Promise<void> {
+    await this.db.updateTable("users").set({ oidc_issuer: subject.issuer, oidc_subject: subject.subject }).where("id", "=", id).execute();
+  }
+
+  /** A new email for the user; their pending reset links are withdrawn (a link is for the address it was sent to). */
+  async setEmail(id: string, email: string, at: string): Promise<void> {
+    await this.db.updateTable("users").set({ email: normalizeEmail(email) }).where("id", "=", id).execute();
+    await this.withdrawResetLinks(id, at);
   }
 
   /** Members of an account (disabled ones included: the caller filters), or the operators when `accountId` is null. */
@@ -94,14 +126,25 @@ export class UsersRepo {
     await this.db.updateTable("users").set({ role }).where("id", "=", id).execute();
   }
 
+  /**
+   * Removes the user: no password, TOTP or provider link (a later sign-in by the same identity makes a new user), and
+   * their pending reset links withdrawn.
+   */
   async disable(id: string, at: string): Promise<void> {
-    await this.db.updateTable("users").set({ disabled_at: at, password_hash: null, totp_secret: null, totp_enabled_at: null }).where("id", "=", id).execute();
+    await this.db.updateTable("users").set({ disabled_at: at, password_hash: null, totp_secret: null, totp_enabled_at: null, oidc_issuer: null, oidc_subject: null }).where("id", "=", id).execute();
     await this.db.deleteFrom("recovery_codes").where("user_id", "=", id).execute();
+    await this.withdrawResetLinks(id, at);
   }
 
   /** Frees a removed user's email for a new user (emails are unique); the audit log keeps the address it recorded. */
   async retireEmail(id: string): Promise<void> {
     await this.db.updateTable("users").set((eb) => ({ email: eb.fn<string>("concat", [eb.val(`removed:${id}:`), eb.ref("email")]) })).where("id", "=", id).execute();
+    await this.withdrawResetLinks(id, new Date().toISOString());
+  }
+
+  /** The user's unused reset links are refused from now on, like used ones (invites.repo.ts). */
+  private async withdrawResetLinks(id: string, at: string): Promise<void> {
+    await this.db.updateTable("invites").set({ used_at: at }).where("user_id", "=", id).where("used_at", "is", null).execute();
   }
 
   async totp(id: string): Promise<{ secret: string | null; enabled: boolean; lastStep: number | null }> {

@@ -11,8 +11,11 @@ import { tempDir } from "../../harness/server.ts";
 /** Who the next sign-in at the provider is: the user picks nothing, the test does (its interaction is automatic). */
 export interface ProviderUser {
   email: string;
-  emailVerified?: boolean;
+  /** Sent as `email_verified`; null leaves the claim out. Default true. */
+  emailVerified?: boolean | null;
   groups?: string[];
+  /** The `sub` (default `user-<email>`). */
+  subject?: string;
 }
 
 export interface TestOidcProvider {
@@ -60,7 +63,7 @@ export async function startOidcProvider(client: { clientId: string; clientSecret
     claims: { openid: ["sub"], email: ["email", "email_verified"], profile: ["groups"] },
     findAccount: async (_ctx, id) => ({
       accountId: id,
-      claims: async () => ({ sub: id, email: user.email, email_verified: user.emailVerified ?? true, groups: user.groups ?? [] }),
+      claims: async () => ({ sub: id, email: user.email, ...(user.emailVerified === null ? {} : { email_verified: user.emailVerified ?? true }), groups: user.groups ?? [] }),
     }),
     interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
     features: { devInteractions: { enabled: false } },
@@ -82,7 +85,7 @@ export async function startOidcProvider(client: { clientId: string; clientSecret
     try {
       const details = await provider.interactionDetails(req, res);
       if (details.prompt.name === "login") {
-        await provider.interactionFinished(req, res, { login: { accountId: `user-${user.email}` } }, { mergeWithLastSubmission: false });
+        await provider.interactionFinished(req, res, { login: { accountId: user.subject ?? `user-${user.email}` } }, { mergeWithLastSubmission: false });
         return;
       }
       const grant = new provider.Grant({ accountId: details.session!.accountId, clientId: details.params.client_id as string });

@@ -1,8 +1,8 @@
 import { Type } from "@sinclair/typebox";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { principal, reaches } from "../../auth/access.ts";
-import { actorOf } from "../../auth/principal.ts";
-import { inviteUser, passwordResetLink, type CreatedInvite } from "../../auth/console-users.ts";
+import { actorOf, isOperatorRole } from "../../auth/principal.ts";
+import { inviteUser, passwordResetLink, withdrawLink, type CreatedInvite } from "../../auth/console-users.ts";
 import { changeRole, findUser, removeUser, userView } from "../../auth/members.ts";
 import { errorResponses } from "../../errors/error.schema.ts";
 import { AppError } from "../../errors/app-error.ts";
@@ -10,7 +10,7 @@ import { LifecycleError, findAccount, type AuditContext } from "../../keys/lifec
 import { meterStatus } from "../../keys/meter-status.ts";
 import type { User } from "../../auth/principal.ts";
 import { AccountParams } from "./admin.schema.ts";
-import { CreatedLinkSchema, IdParams, InviteBody, PlanLimitsSchema, RoleBody, UserList, UserSchema } from "./members.schema.ts";
+import { CreatedLinkSchema, IdParams, InviteBody, PlanLimitsSchema, ResetLinkBody, RoleBody, UserList, UserSchema } from "./members.schema.ts";
 import { run } from "./run.ts";
 
 const errors = errorResponses(400, 401, 403, 404, 413, 429, 500, 503);
@@ -39,6 +39,14 @@ export default async function membersAdminRoutes(app: FastifyInstance): Promise<
     return account;
   }
 
+  /** The unused, unexpired invites and reset links of an account (or of the operators), beside its users. */
+  async function openLinks(accountId: string | null) {
+    const at = new Date().toISOString();
+    const [invites, resets] = await Promise.all([store().invites.pending(accountId, at), store().invites.pending(accountId, at, "reset")]);
+    const resetLinks = resets.map(({ id, userId, email, expiresAt, createdByEmail, clearsTotp }) => ({ id, userId: userId!, email, expiresAt, createdByEmail, clearsTotp }));
+    return { invites, resetLinks };
+  }
+
   /** A user the caller may manage: members of their own account for an owner; any user for operators. */
   async function manageableUser(request: FastifyRequest, id: string): Promise<User> {
     const user = await findUser(store(), id);
@@ -54,8 +62,7 @@ export default async function membersAdminRoutes(app: FastifyInstance): Promise<
       run(async () => {
         const account = await reachableAccount(request, request.params.account);
         const users = (await store().users.list(account.id)).filter((u) => !u.disabledAt);
-        const invites = await store().invites.pending(account.id, new Date().toISOString());
-        return { object: "list" as const, data: users.map(userView), invites };
+        return { object: "list" as const, data: users.map(userView), ...(await openLinks(account.id)) };
       }),
   );
 
@@ -77,7 +84,7 @@ export default async function membersAdminRoutes(app: FastifyInstance): Promise<
     async () =>
       run(async () => {
         const users = (await store().users.list(null)).filter((u) => !u.disabledAt);
-        return { object: "list" as const, data: users.map(userView), invites: await store().invites.pending(null, new Date().toISOString()) };
+        return { object: "list" as const, data: users.map(userView), ...(await openLinks(null)) };
       }),
   );
 
@@ -105,15 +112,25 @@ export default async function membersAdminRoutes(app: FastifyInstance): Promise<
       }),
   );
 
-  app.post<{ Params: IdParams }>(
+  app.post<{ Params: IdParams; Body: ResetLinkBody }>(
     "/users/:id/password-reset",
-    { config: { access: "members" }, schema: { operationId: "passwordResetLink", tags, params: IdParams, response: { 201: Type.Ref(CreatedLinkSchema), ...errors } } },
-    async (request, reply) => reply.code(201).send(withUrl(await run(async () => passwordResetLink(store(), await manageableUser(request, request.params.id), by(request))))),
+    { config: { access: "members" }, schema: { operationId: "passwordResetLink", tags, params: IdParams, body: ResetLinkBody, response: { 201: Type.Ref(CreatedLinkSchema), ...errors } } },
+    async (request, reply) => {
+      const clearTotp = request.body?.clearTotp === true;
+      // Issue 42.9: a reset that also turns TOTP off takes over the account without its second factor: operators only.
+      if (clearTotp && principal(request).kind === "member") throw new AppError("permission_denied", { message: "Only an operator can clear a user's two-factor sign-in." });
+      const link = await run(async () => {
+        const user = await manageableUser(request, request.params.id);
+        if (app.oidc && isOperatorRole(user.role)) throw new LifecycleError("invalid_parameter", "id", "Operators sign in through single sign-on on this server: there is no password to reset.");
+        return passwordResetLink(store(), user, by(request), { clearTotp });
+      });
+      return reply.code(201).send(withUrl(link));
+    },
   );
 
   app.delete<{ Params: IdParams }>(
     "/invites/:id",
-    { config: { access: "members" }, schema: { operationId: "withdrawInvite", tags, params: IdParams, response: { 200: Type.Object({ id: Type.String(), withdrawn: Type.Literal(true) }), ...errors } } },
+    { config: { access: "members" }, schema: { operationId: "withdrawInvite", summary: "Withdraw an unused invite or password-reset link", tags, params: IdParams, response: { 200: Type.Object({ id: Type.String(), withdrawn: Type.Literal(true) }), ...errors } } },
     async (request) =>
       run(async () => {
         const invite = await store().invites.get(request.params.id);
@@ -121,7 +138,7 @@ export default async function membersAdminRoutes(app: FastifyInstance): Promise<
         if (!invite || invite.usedAt || (p.kind === "member" && (invite.accountId === null || !reaches(request, invite.accountId)))) {
           throw new LifecycleError("not_found", "id", `no open invite "${request.params.id}"`);
         }
-        await store().invites.revoke(invite.id, new Date().toISOString());
+        await withdrawLink(store(), invite, by(request));
         return { id: invite.id, withdrawn: true as const };
       }),
   );

@@ -26,10 +26,39 @@ export const InviteSchema = Type.Object(
   { $id: "PendingInvite" },
 );
 
+export const ResetLinkSchema = Type.Object(
+  {
+    id: Type.String({ description: "Withdraw it with DELETE /admin/v1/invites/{id}" }),
+    userId: Type.String({ description: "The user it opens (and no other, whatever their email becomes)" }),
+    email: Type.String(),
+    expiresAt: Timestamp,
+    createdByEmail: Type.Union([Type.String(), Type.Null()]),
+    clearsTotp: Type.Boolean({ description: "Accepting it also turns the user's TOTP off (an operator's reset)" }),
+  },
+  { $id: "PendingResetLink" },
+);
+
 export const UserList = Type.Object(
-  { object: Type.Literal("list"), data: Type.Array(Type.Ref(UserSchema)), invites: Type.Array(Type.Ref(InviteSchema), { description: "Unused, unexpired invites" }) },
+  {
+    object: Type.Literal("list"),
+    data: Type.Array(Type.Ref(UserSchema)),
+    invites: Type.Array(Type.Ref(InviteSchema), { description: "Unused, unexpired invites" }),
+    resetLinks: Type.Array(Type.Ref(ResetLinkSchema), { description: "Unused, unexpired password-reset links" }),
+  },
   { $id: "ConsoleUserList" },
 );
+
+export const ResetLinkBody = Type.Union(
+  [
+    Type.Object(
+      { clearTotp: Type.Optional(Type.Boolean({ description: "Accepting the link also turns the user's TOTP off (operators only; audited). Without it, a user with TOTP on gives a code to accept it." })) },
+      { additionalProperties: false },
+    ),
+    Type.Null(),
+  ],
+  { description: "Optional" },
+);
+export type ResetLinkBody = Static<typeof ResetLinkBody>;
 
 export const CreatedLinkSchema = Type.Object(
   {
@@ -111,4 +140,4 @@ export const PlanLimitsSchema = Type.Object(
 );
 
 /** The console users' shared schemas (the OpenAPI document lists them). */
-export const membersSchemas = [UserSchema, InviteSchema, UserList, CreatedLinkSchema, PlanLimitsSchema];
+export const membersSchemas = [UserSchema, InviteSchema, ResetLinkSchema, UserList, CreatedLinkSchema, PlanLimitsSchema];

@@ -2,13 +2,10 @@ import { Type, type Static } from "@sinclair/typebox";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import "@fastify/cookie";
 import { OidcRefusal, type OidcTransaction } from "../../auth/oidc.ts";
-import { selfActor } from "../../auth/console-users.ts";
 import { AppError } from "../../errors/app-error.ts";
 import { errorResponses } from "../../errors/error.schema.ts";
-import { newId } from "../../keys/key-format.ts";
 import { storeCall } from "../../auth/admin-auth.plugin.ts";
-import type { User } from "../../auth/principal.ts";
-import { isOperatorRole, type OperatorRole } from "../../auth/principal.ts";
+import { operatorSignIn } from "../../auth/oidc-operators.ts";
 import { signIn } from "./console-sign-in.ts";
 
 /**
@@ -41,9 +38,9 @@ function backToConsole(reply: FastifyReply, error: string | null = null): Fastif
 
 /**
  * Operators' sign-in through OpenID Connect (console.oidc): start redirects to the provider; the callback checks
- * the answer (state, PKCE, the ID token's signature, issuer, audience and nonce: auth/oidc.ts), gives the operator a
- * role (the role claim, else the email lists, else the role of an operator invited by email), and signs in.
- * An email with no role is refused and audited.
+ * the answer (state, PKCE, the ID token's signature, issuer, audience and nonce: auth/oidc.ts), finds the operator
+ * (by the provider's iss + sub once linked) and their role (auth/oidc-operators.ts), and signs in. A refusal goes back
+ * to the sign-in page with its reason, audited; a role taken away at the provider ends the operator's sessions.
  */
 export default async function consoleOidcRoutes(app: FastifyInstance): Promise<void> {
   const store = () => app.keyStore;
@@ -89,15 +86,15 @@ export default async function consoleOidcRoutes(app: FastifyInstance): Promise<v
         request.log.warn({ reason: err.message }, "an OpenID sign-in was refused");
         return refuse(null, `oidc: ${err.message}`, "The identity provider's answer could not be verified; try again.");
       }
-      const existing = await storeCall(() => store().users.byEmail(identity.email));
-      if (existing && !existing.disabledAt && !isOperatorRole(existing.role)) {
-        return refuse(identity.email, "oidc: the email belongs to an account member", "This email belongs to an account member, who signs in with a password.");
+      const outcome = await storeCall(() => operatorSignIn(store(), identity, app.oidc!.decidesRoles, request.clientIp));
+      if (outcome.kind === "refused") {
+        // A role taken away at the provider ends the sessions it opened, on every replica.
+        if (outcome.endSessionsOf) await app.consoleSessions.deleteUser(outcome.endSessionsOf);
+        return refuse(identity.email, outcome.reason, outcome.message);
       }
-      const invited = existing && !existing.disabledAt ? (existing.role as OperatorRole) : null;
-      const role = identity.role ?? invited;
-      if (!role) return refuse(identity.email, "oidc: no operator role for this email", "This email has no operator role on this server.");
-      const user = await storeCall(() => upsertOperator(app, existing && !existing.disabledAt ? existing : null, identity.email, role, request.clientIp));
-      await signIn(request, reply, user, "oidc");
+      // A changed role ends the sessions opened with the old one (a lower role holds at once everywhere).
+      if (outcome.roleChanged) await app.consoleSessions.deleteUser(outcome.user.id);
+      await signIn(request, reply, outcome.user, "oidc");
       return backToConsole(reply);
     },
   );
@@ -111,26 +108,4 @@ function readTransaction(cookie: string | undefined): OidcTransaction | null {
   } catch {
     return null;
   }
-}
-
-/** The operator's user: created at their first sign-in, their role kept in step with the provider's. */
-async function upsertOperator(app: FastifyInstance, existing: User | null, email: string, role: OperatorRole, source: string): Promise<User> {
-  const store = app.keyStore;
-  const at = new Date().toISOString();
-  return store.transaction(async (tx) => {
-    let user = existing;
-    if (!user) {
-      const retired = await tx.users.byEmail(email);
-      if (retired) await tx.users.retireEmail(retired.id);
-      user = await tx.users.insert({ id: newId("usr"), email, accountId: null, role, passwordHash: null, createdAt: at });
-      const by = selfActor(user, source);
-      await tx.audit.append({ id: newId("aud"), at, actor: by.actor, actorId: by.actorId, actorEmail: by.actorEmail, onBehalfOf: null, action: "operator.join", accountId: null, keyId: null, source, detail: { role, via: "oidc" } });
-    } else if (user.role !== role) {
-      await tx.users.setRole(user.id, role);
-      const by = selfActor(user, source);
-      await tx.audit.append({ id: newId("aud"), at, actor: by.actor, actorId: by.actorId, actorEmail: by.actorEmail, onBehalfOf: null, action: "operator.role", accountId: null, keyId: null, source, detail: { userId: user.id, email, from: user.role, to: role, via: "oidc" } });
-      user = { ...user, role };
-    }
-    return user;
-  });
 }

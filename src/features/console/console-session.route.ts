@@ -1,10 +1,10 @@
 import { Type, type Static } from "@sinclair/typebox";
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import "@fastify/cookie";
 import { consoleCookie } from "../../auth/console-sessions.ts";
 import { verifyPassword, maxPasswordLength } from "../../auth/password.ts";
 import { checkSecondFactor } from "../../auth/second-factor.ts";
-import { acceptInvite, usableInvite } from "../../auth/console-users.ts";
+import { acceptInvite, resetTarget, usableInvite, type SecondFactorCheck } from "../../auth/console-users.ts";
 import { errorResponses } from "../../errors/error.schema.ts";
 import { AppError } from "../../errors/app-error.ts";
 import { LifecycleError } from "../../keys/lifecycle.ts";
@@ -23,13 +23,21 @@ const LoginBody = Type.Object(
   { additionalProperties: false },
 );
 const TokenBody = Type.Object({ token: Type.String({ minLength: 1, maxLength: 128 }) }, { additionalProperties: false });
-const AcceptBody = Type.Object({ token: Type.String({ minLength: 1, maxLength: 128 }), password: Type.String({ minLength: 1, maxLength: maxPasswordLength }) }, { additionalProperties: false });
+const AcceptBody = Type.Object(
+  {
+    token: Type.String({ minLength: 1, maxLength: 128 }),
+    password: Type.String({ minLength: 1, maxLength: maxPasswordLength }),
+    code: Type.Optional(Type.String({ maxLength: 32, description: "A reset for a user with TOTP on: their authenticator's code, or a recovery code" })),
+  },
+  { additionalProperties: false },
+);
 const InviteView = Type.Object({
   email: Type.String(),
   role: Type.String(),
   purpose: Type.Union([Type.Literal("invite"), Type.Literal("reset")]),
   accountName: Type.Union([Type.String(), Type.Null()]),
   expiresAt: Type.String(),
+  secondFactor: Type.Boolean({ description: "Accepting asks for the user's TOTP code or a recovery code (a reset for a user with TOTP on)" }),
 });
 const SignInOptions = Type.Object({
   passwords: Type.Literal(true),
@@ -37,6 +45,8 @@ const SignInOptions = Type.Object({
 });
 
 const tags = ["console"];
+const ssoOperators = "Operators sign in through single sign-on on this server: there is no password to reset.";
+const deadLink = "This link is not valid: it was used, it expired (links last 72 hours), or it was withdrawn. Ask for a new one.";
 const session = { schema: { tags }, onRequest: authenticateSession } as const;
 
 /**
@@ -54,6 +64,22 @@ async function refuseCrossOrigin(request: FastifyRequest): Promise<void> {
  */
 export default async function consoleSessionRoutes(app: FastifyInstance): Promise<void> {
   const store = () => app.keyStore;
+
+  /**
+   * The link's invite, and a reset's user (the one it was made for, still active with the email it was sent to). A
+   * dead link is a 404 counted like a guessed key; an operator's reset on a server with single sign-on is refused
+   * (operators have no password there, and a reset would sign them in around the provider).
+   */
+  async function openLink(request: FastifyRequest<{ Body: { token: string } }>, reply: FastifyReply) {
+    const invite = await storeCall(() => usableInvite(store(), request.body.token));
+    const target = invite?.purpose === "reset" ? await storeCall(() => resetTarget(store(), invite)) : null;
+    if (!invite || (invite.purpose === "reset" && !target)) {
+      await app.limits.anonymous(request, reply);
+      throw new AppError("model_not_found", { param: "token", message: deadLink });
+    }
+    if (target && app.oidc && isOperatorRole(target.role)) throw new AppError("invalid_parameter", { param: "token", message: ssoOperators });
+    return { invite, target };
+  }
 
   app.get(
     "/console/api/sign-in",
@@ -129,35 +155,46 @@ export default async function consoleSessionRoutes(app: FastifyInstance): Promis
     "/console/api/invites/lookup",
     { schema: { operationId: "consoleInviteLookup", tags, summary: "What an invite or reset link is for, while it is usable", body: TokenBody, response: { 200: InviteView, ...errorResponses(400, 404, 413, 429, 503) } } },
     async (request, reply) => {
-      const invite = await storeCall(() => usableInvite(store(), request.body.token));
-      if (!invite) {
-        // Guessing links is counted like guessing keys.
-        await app.limits.anonymous(request, reply);
-        throw new AppError("model_not_found", { param: "token", message: "This link is not valid: it was used, it expired (links last 72 hours), or it was withdrawn. Ask for a new one." });
-      }
+      const { invite, target } = await openLink(request, reply);
       const account = invite.accountId ? await store().accounts.find(invite.accountId) : null;
-      return { email: invite.email, role: invite.role, purpose: invite.purpose, accountName: account?.name ?? null, expiresAt: invite.expiresAt };
+      const secondFactor = target !== null && target.totpEnabled && !invite.clearsTotp;
+      return { email: invite.email, role: invite.role, purpose: invite.purpose, accountName: account?.name ?? null, expiresAt: invite.expiresAt, secondFactor };
     },
   );
 
   app.post<{ Body: Static<typeof AcceptBody> }>(
     "/console/api/invites/accept",
-    { onRequest: refuseCrossOrigin, schema: { operationId: "consoleInviteAccept", tags, summary: "Use an invite or reset link: set the password and sign in", body: AcceptBody, response: { 200: Type.Ref(SessionAnswer), ...errorResponses(400, 404, 413, 429, 503) } } },
+    { onRequest: refuseCrossOrigin, schema: { operationId: "consoleInviteAccept", tags, summary: "Use an invite or reset link: set the password (and give the TOTP code for a reset of a user with TOTP on) and sign in", body: AcceptBody, response: { 200: Type.Ref(SessionAnswer), ...errorResponses(400, 401, 404, 413, 429, 503) } } },
     async (request, reply) => {
-      let user;
+      await openLink(request, reply);
+      // A reset for a user with TOTP on: the code counts like a sign-in's (per address and per email), and a wrong
+      // one leaves the link unused.
+      const secondFactor: SecondFactorCheck = async (user) => {
+        const attempt = await app.limits.signInAttempt(request, reply, user.email);
+        const code = request.body.code?.trim();
+        if (!code) throw new AppError("invalid_api_key", { param: "code", message: "Two-factor sign-in is on for this user: enter the code from the authenticator app, or a recovery code." });
+        const factor = await storeCall(() => checkSecondFactor(store(), user, code));
+        if (!factor) {
+          app.authAudit.failedSignIn(request.clientIp, user.email, "wrong second factor (password reset)");
+          throw new AppError("invalid_api_key", { param: "code", message: "Wrong or already used code." });
+        }
+        await attempt.accepted();
+        return factor === "totp" ? "totp" : "recovery-code";
+      };
+      let accepted;
       try {
-        user = await storeCall(() => acceptInvite(store(), request.body.token, request.body.password, request.clientIp));
+        accepted = await storeCall(() => acceptInvite(store(), request.body.token, request.body.password, request.clientIp, secondFactor));
       } catch (err) {
         if (err instanceof LifecycleError) throw new AppError("invalid_parameter", { param: err.param, message: err.message });
         throw err;
       }
-      if (!user) {
+      if (!accepted) {
         await app.limits.anonymous(request, reply);
-        throw new AppError("model_not_found", { param: "token", message: "This link is not valid: it was used, it expired (links last 72 hours), or it was withdrawn. Ask for a new one." });
+        throw new AppError("model_not_found", { param: "token", message: deadLink });
       }
       // A new password ends every session the old one opened.
-      await app.consoleSessions.deleteUser(user.id);
-      return signIn(request, reply, user, "invite");
+      await app.consoleSessions.deleteUser(accepted.user.id);
+      return signIn(request, reply, accepted.user, accepted.method);
     },
   );
 }
