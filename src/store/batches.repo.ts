@@ -43,6 +43,12 @@ export interface BatchRecord {
   cancelledAt: number | null;
 }
 
+/** Which keys' batches a node may take: those bound to its deployment, and unbound keys where it is `unbound`'s. */
+export interface ServedKeys {
+  node: string;
+  unbound: string;
+}
+
 export interface BatchLine {
   line: number;
   customId: string;
@@ -181,16 +187,20 @@ export class BatchesRepo {
   }
 
   /**
-   * Takes the lease of the oldest active batch no live node holds (its lease absent or expired), except `skip`:
-   * a conditional UPDATE, so two nodes racing for one batch get it once.
+   * Takes the lease of the oldest active batch no live node holds (its lease absent or expired), except `skip`,
+   * among those whose key this node may serve: a key bound to a deployment only on that deployment's nodes, an
+   * unbound key (or a key gone from the store) only on `keys.unbound`'s (auth/effective-limits.ts). A conditional
+   * UPDATE, so two nodes racing for one batch get it once.
    */
-  async acquire(owner: string, now: number, leaseMs: number, skip: ReadonlySet<string>): Promise<BatchRecord | null> {
+  async acquire(owner: string, now: number, leaseMs: number, skip: ReadonlySet<string>, keys: ServedKeys): Promise<BatchRecord | null> {
     const candidates = await this.db
       .selectFrom("batches")
-      .select("id")
-      .where("status", "in", activeStatuses)
-      .where((eb) => eb.or([eb("lease_owner", "is", null), eb("lease_expires_at", "<", now)]))
-      .orderBy("created_at")
+      .leftJoin("api_keys", "api_keys.id", "batches.key_id")
+      .select("batches.id")
+      .where("batches.status", "in", activeStatuses)
+      .where((eb) => eb.or([eb("batches.lease_owner", "is", null), eb("batches.lease_expires_at", "<", now)]))
+      .where(sql<string>`coalesce(api_keys.deployment, ${keys.unbound})`, "=", keys.node)
+      .orderBy("batches.created_at")
       .limit(skip.size + 5)
       .execute();
     for (const { id } of candidates) {

@@ -3,11 +3,12 @@ import { randomBytes } from "node:crypto";
 import type { FastifyBaseLogger } from "fastify";
 import type { AppContext } from "../../app-context.ts";
 import type { AuthContext } from "../../auth/auth-context.ts";
+import { resolveKey, sharedDeployment } from "../../auth/effective-limits.ts";
 import { AppError } from "../../errors/app-error.ts";
 import { ClientDisconnected, DeadlineExceeded } from "../../errors/aborts.ts";
 import { toEnvelope } from "../../errors/envelope.ts";
 import { toAppError } from "../../errors/to-app-error.ts";
-import type { BatchLine, BatchRecord } from "../../store/batches.repo.ts";
+import type { BatchLine, BatchRecord, ServedKeys } from "../../store/batches.repo.ts";
 import type { Store } from "../../store/store.ts";
 import { isStoreBusy, isStoreUnreachable } from "../../store/store-health.ts";
 import { completeChat } from "../chat/chat.service.ts";
@@ -33,6 +34,11 @@ const pageSize = 200;
 const authTtlMs = 1_000;
 /** Error codes a batch line waits out and retries (capacity, loading), instead of writing them as its result. */
 const retryable = new Set(["overloaded", "model_loading", "rate_limit_exceeded"]);
+/**
+ * A refusal that frees later than this (the account's budget or token quota: the end of a UTC day or month) is the
+ * line's result instead of a wait: waiting would hold one of the node's batches for hours.
+ */
+const longestWaitMs = 60_000;
 /** How long a line waits after the database did not answer one of its reads. */
 const storeRetryMs = 1000;
 
@@ -77,12 +83,15 @@ export class BatchRunner {
   private stopped = false;
   private wakeUp: (() => void) | null = null;
   private loop: Promise<void> | null = null;
+  /** Issue 42.1: this node takes only batches whose key it may serve. */
+  private readonly servedKeys: ServedKeys;
 
   constructor(
     private readonly ctx: AppContext,
     private readonly store: Store,
     private readonly log: FastifyBaseLogger,
   ) {
+    this.servedKeys = { node: ctx.config.deployment, unbound: sharedDeployment };
     ctx.metrics.batchQueueDepth = () => store.health.run(() => store.batches.queueDepth());
   }
 
@@ -108,7 +117,7 @@ export class BatchRunner {
     while (!this.stopped) {
       try {
         while (!this.stopped && this.working.size < maxBatchesPerNode) {
-          const batch = await this.store.batches.acquire(this.owner, Date.now(), this.ctx.config.batches.leaseMs, new Set(this.working.keys()));
+          const batch = await this.store.batches.acquire(this.owner, Date.now(), this.ctx.config.batches.leaseMs, new Set(this.working.keys()), this.servedKeys);
           if (!batch) break;
           if (this.stopped) {
             await this.store.batches.release(batch.id, this.owner);
@@ -207,29 +216,30 @@ export class BatchRunner {
     await Promise.all(writes);
   }
 
-  /** The batch key's auth as the store holds it now (revocation and scope changes apply), cached a few seconds. */
+  /**
+   * The batch key's effective limits as the store holds them now (revocation, scopes, the account's own budget
+   * apply: auth/effective-limits.ts, as for /v1), cached a second. A key revoked, or bound to another deployment
+   * than this node's, fails the line with 401 as /v1 would.
+   */
   private async authOf(batch: BatchRecord): Promise<AuthContext | AppError> {
     const cached = this.auths.get(batch.keyId);
     if (cached && Date.now() - cached.at < authTtlMs) return cached.auth;
     const key = await this.store.keys.get(batch.keyId);
     const account = key ? await this.store.accounts.find(key.accountId) : null;
-    const plan = account ? this.ctx.config.plans.get(account.plan) : undefined;
     let auth: AuthContext | AppError;
-    if (!key || key.revokedAt !== null || !account || !plan) {
+    if (!key || !account) {
       auth = new AppError("invalid_api_key", { message: "The API key that created this batch is revoked or no longer valid." });
     } else {
-      auth = {
-        keyId: key.id,
-        keyPrefix: key.prefix,
-        accountId: account.id,
-        accountName: account.name,
-        plan,
-        modelScopes: key.models,
-        endpointScopes: key.endpoints,
-        deployment: key.deployment,
-        // The batch was created from an allowed address; its lines run inside the server.
-        allowlist: null,
-      };
+      try {
+        const resolved = resolveKey(this.ctx.config, { key, account });
+        if (resolved.revoked) auth = new AppError("invalid_api_key", { message: "The API key that created this batch is revoked or no longer valid." });
+        else if (!resolved.servesHere) auth = new AppError("invalid_api_key", { message: "The API key that created this batch is not valid on this node's deployment." });
+        // Its lines run inside the server: the allowlist was checked when the batch was created from its address.
+        else auth = resolved.auth;
+      } catch (err) {
+        this.log.error({ account: account.id, plan: account.plan }, "account's plan is not in the config");
+        auth = toAppError(err).appError;
+      }
     }
     if (this.auths.size > 1000) this.auths.clear();
     this.auths.set(batch.keyId, { at: Date.now(), auth });
@@ -275,7 +285,7 @@ export class BatchRunner {
         // all come before the model runs (the key, the budget), so running the line again never runs it twice.
         const storeDown = isStoreBusy(err) || isStoreUnreachable(err);
         const { appError, unexpected } = toAppError(err);
-        if (storeDown || retryable.has(appError.code)) {
+        if (storeDown || (retryable.has(appError.code) && (appError.retryAfterMs ?? 0) <= longestWaitMs)) {
           if (storeDown) log.warn({ err }, "batch runner: the database did not answer a line's read; the line runs again");
           // Capacity or the store: wait and try the line again (the batch has until its completion window ends).
           await sleep(storeDown ? storeRetryMs : (appError.retryAfterMs ?? 1000), work.abort.signal);
