@@ -228,6 +228,13 @@ export class BatchesRepo {
     return row ? { status: row.status as BatchStatus, expiresAt: Number(row.expires_at) } : null;
   }
 
+  /** Which of these batches are being cancelled (a node without Redis learns of cancels from it). */
+  async cancellingAmong(ids: string[]): Promise<string[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.db.selectFrom("batches").select("id").where("id", "in", ids).where("status", "=", "cancelling").execute();
+    return rows.map((r) => r.id);
+  }
+
   /** Gives the lease up (a node stopping), so another node need not wait for it to expire. */
   async release(id: string, owner: string): Promise<void> {
     await this.db.updateTable("batches").set({ lease_owner: null, lease_expires_at: null }).where("id", "=", id).where("lease_owner", "=", owner).execute();
@@ -279,6 +286,26 @@ export class BatchesRepo {
     }
   }
 
+  /**
+   * Writes pending lines as failed without counting them (a cancel or the window's end left them unrun), in one
+   * transaction while the lease is ours; false when it is not (nothing is written).
+   */
+  async closeLines(id: string, owner: string, results: { line: number; result: string }[]): Promise<boolean> {
+    try {
+      await this.db.transaction().execute(async (trx) => {
+        const held = await trx.updateTable("batches").set({ lease_owner: owner }).where("id", "=", id).where("lease_owner", "=", owner).executeTakeFirst();
+        if (Number(held.numUpdatedRows) === 0) throw new Rollback("lease-lost");
+        for (const { line, result } of results) {
+          await trx.updateTable("batch_lines").set({ state: "error", result }).where("batch_id", "=", id).where("line", "=", line).where("state", "=", "pending").execute();
+        }
+      });
+      return true;
+    } catch (err) {
+      if (err instanceof Rollback) return false;
+      throw err;
+    }
+  }
+
   /** Moves the batch to `finalizing` (while the lease is ours). */
   async markFinalizing(id: string, owner: string, now: number): Promise<boolean> {
     const r = await this.db.updateTable("batches").set({ status: "finalizing", finalizing_at: now }).where("id", "=", id).where("lease_owner", "=", owner).executeTakeFirst();
@@ -293,14 +320,18 @@ export class BatchesRepo {
 
   /**
    * The end: the output file (done lines, in line order) and the error file (failed ones), when they have lines,
-   * and the final status, in one transaction while the lease is ours; the lease is released.
+   * and the final status, in one transaction while the lease is ours; the lease is released. A batch cancelled
+   * before it reached `finalizing` ends `cancelled` even when its lines all ran (issue 42.6). The status it ended
+   * with, or null when the lease is no longer ours.
    */
-  async finalize(batch: BatchRecord, owner: string, status: "completed" | "expired" | "cancelled", now: number, newFileId: () => string): Promise<boolean> {
+  async finalize(batch: BatchRecord, owner: string, end: "completed" | "expired" | "cancelled", now: number, newFileId: () => string): Promise<BatchStatus | null> {
     return this.db
       .transaction()
       .execute(async (trx) => {
         const claimed = await trx.updateTable("batches").set({ lease_owner: owner }).where("id", "=", batch.id).where("lease_owner", "=", owner).executeTakeFirst();
         if (Number(claimed.numUpdatedRows) === 0) throw new Rollback("lease-lost");
+        const { cancelling_at } = await trx.selectFrom("batches").select("cancelling_at").where("id", "=", batch.id).executeTakeFirstOrThrow();
+        const status = end === "completed" && cancelling_at !== null ? "cancelled" : end;
         const files = new FilesRepo(trx);
         const fileOf = async (state: "done" | "error", name: string): Promise<string | null> => {
           const rows = await trx.selectFrom("batch_lines").select("result").where("batch_id", "=", batch.id).where("state", "=", state).orderBy("line").execute();
@@ -318,10 +349,10 @@ export class BatchesRepo {
           .set({ status, ...at, output_file_id: output, error_file_id: errors, lease_owner: null, lease_expires_at: null, finalizing_at: batch.finalizingAt ?? now })
           .where("id", "=", batch.id)
           .execute();
-        return true;
+        return status;
       })
       .catch((err) => {
-        if (err instanceof Rollback) return false;
+        if (err instanceof Rollback) return null;
         throw err;
       });
   }
