@@ -23,8 +23,8 @@ const lineMs = 400;
 const lines = 40;
 const ranWithinOneSecond = 2 + 2 * Math.ceil(1000 / lineMs);
 
-function input(): string {
-  return Array.from({ length: lines }, (_, i) =>
+function input(count = lines): string {
+  return Array.from({ length: count }, (_, i) =>
     JSON.stringify({ custom_id: `c${i}`, method: "POST", url: "/v1/chat/completions", body: { model: "paced", messages: [{ role: "user", content: `Line ${i}` }], max_tokens: 16 } }),
   ).join("\n");
 }
@@ -88,6 +88,45 @@ async function scenario(replicas: "one node" | "polling" | "redis"): Promise<voi
 test("issue 42.6: cancel stops a running batch within 1 s on its node; it ends cancelled and request_counts say what ran", () => scenario("one node"));
 test("issue 42.6 (postgres): cancel through another replica without Redis reaches the node working the batch within 1 s (polling)", () => scenario("polling"));
 test("issue 42.6 (postgres, redis): cancel through another replica reaches the node working the batch within 1 s through Redis", () => scenario("redis"));
+
+test("issue 42.2 with 42.6 (postgres): lines stopped by a node stopping run again on another node and are charged once, there", async () => {
+  const shortBatch = 12;
+  const paced = await startPacedUpstream({ durationMs: lineMs });
+  const db = await freshPostgres();
+  const raw = {
+    models: [{ id: "paced", engine: "upstream", capabilities: ["chat"], parallel: 2, upstreams: [{ url: `http://127.0.0.1:${paced.port}/v1`, model: "paced" }] }],
+    batches: { pollInterval: "100ms" },
+    database: { url: db.url },
+    keySecret: `batches-cancel-${randomBytes(8).toString("hex")}`,
+  };
+  const nodes: TestServer[] = [];
+  try {
+    nodes.push(await startServer(raw), await startServer(raw));
+    const { key, id: keyId } = await nodes[0].createKey();
+    const first = nodes[0].openai(key);
+    const file = await first.files.create({ file: await toFile(Buffer.from(input(shortBatch)), "input.jsonl"), purpose: "batch" });
+    const created = await first.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+    const store = nodes[0].server.app.keyStore;
+    await waitFor(() => store.batches.byId(created.id), (b) => b !== null && b.completed >= 2, "two lines done", 30_000, 20);
+    // The node working the batch stops with its lines running: they stay pending, and the other node runs them.
+    const owner = (await store.db.selectFrom("batches").select("lease_owner").where("id", "=", created.id).executeTakeFirstOrThrow()).lease_owner;
+    const holder = nodes.find((n) => n.server.app.batchRunner!.owner === owner)!;
+    nodes.splice(nodes.indexOf(holder), 1);
+    await holder.close();
+    const left = await nodes[0].server.app.keyStore.batches.byId(created.id);
+    assert.ok(left!.completed < shortBatch, `the node stopped mid-batch (${left!.completed} of ${shortBatch} done)`);
+    const batch = await waitFor(() => nodes[0].openai(key).batches.retrieve(created.id), (b) => b.status === "completed", "the batch to complete on the other node", 60_000, 100);
+    assert.deepEqual(batch.request_counts, { total: shortBatch, completed: shortBatch, failed: 0 });
+    await nodes[0].server.ctx.usage.flush();
+    const usage = await nodes[0].server.app.keyStore.db.selectFrom("usage").select((eb) => eb.fn.sum<number>("batch_requests").as("n")).where("key_id", "=", keyId).executeTakeFirstOrThrow();
+    assert.equal(Number(usage.n), shortBatch, "each line charged once");
+  } finally {
+    for (const node of nodes) await node.close();
+    await db.drop();
+    paced.server.closeAllConnections();
+    paced.server.close();
+  }
+});
 
 test("issue 42.6: a batch cancelled after its last line ran, before it was finalized, ends cancelled, never completed", async () => {
   const dir = tempDir();
