@@ -140,7 +140,7 @@ test("issue 42.6: a batch cancelled after its last line ran, before it was final
       finalizingAt: null, completedAt: null, failedAt: null, expiredAt: null, cancellingAt: null, cancelledAt: null,
     };
     await store.batches.insert(batch, [{ line: 1, customId: "only", body: "{}" }]);
-    const held = await store.batches.acquire("node-a", now, 30_000, new Set(), { node: "shared", unbound: "shared" });
+    const held = await store.batches.take(batch.id, "node-a", now, 30_000);
     assert.equal(held?.id, batch.id);
     assert.equal(await store.batches.complete(batch.id, "node-a", 1, "done", JSON.stringify({ custom_id: "only" })), "written");
     // The runner saw every line done and ends the batch; the cancel landed just before.

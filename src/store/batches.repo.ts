@@ -49,6 +49,14 @@ export interface ServedKeys {
   unbound: string;
 }
 
+/** A batch waiting for a node: its account, and its account's plan (null: the account is gone). */
+export interface BatchCandidate {
+  id: string;
+  accountId: string;
+  plan: string | null;
+  createdAt: number;
+}
+
 export interface BatchLine {
   line: number;
   customId: string;
@@ -187,34 +195,38 @@ export class BatchesRepo {
   }
 
   /**
-   * Takes the lease of the oldest active batch no live node holds (its lease absent or expired), except `skip`,
-   * among those whose key this node may serve: a key bound to a deployment only on that deployment's nodes, an
-   * unbound key (or a key gone from the store) only on `keys.unbound`'s (auth/effective-limits.ts). A conditional
-   * UPDATE, so two nodes racing for one batch get it once.
+   * The active batches no live node holds (their lease absent or expired) whose key this node may serve: a key bound
+   * to a deployment only on that deployment's nodes, an unbound key (or a key gone from the store) only on
+   * `keys.unbound`'s (auth/effective-limits.ts). At most `perAccount` of each account, its oldest, and `limit` in
+   * all, every account's first before anyone's second (so one account's many batches never hide another's).
    */
-  async acquire(owner: string, now: number, leaseMs: number, skip: ReadonlySet<string>, keys: ServedKeys): Promise<BatchRecord | null> {
-    const candidates = await this.db
+  async candidates(now: number, keys: ServedKeys, perAccount: number, limit: number): Promise<BatchCandidate[]> {
+    const free = this.db
       .selectFrom("batches")
       .leftJoin("api_keys", "api_keys.id", "batches.key_id")
-      .select("batches.id")
+      .leftJoin("accounts", "accounts.id", "batches.account_id")
+      .select(["batches.id", "batches.account_id", "accounts.plan", "batches.created_at"])
+      .select(sql<number>`row_number() over (partition by batches.account_id order by batches.created_at, batches.id)`.as("rank"))
       .where("batches.status", "in", activeStatuses)
       .where((eb) => eb.or([eb("batches.lease_owner", "is", null), eb("batches.lease_expires_at", "<", now)]))
-      .where(sql<string>`coalesce(api_keys.deployment, ${keys.unbound})`, "=", keys.node)
-      .orderBy("batches.created_at")
-      .limit(skip.size + 5)
-      .execute();
-    for (const { id } of candidates) {
-      if (skip.has(id)) continue;
-      const taken = await this.db
-        .updateTable("batches")
-        .set({ lease_owner: owner, lease_expires_at: now + leaseMs })
-        .where("id", "=", id)
-        .where("status", "in", activeStatuses)
-        .where((eb) => eb.or([eb("lease_owner", "is", null), eb("lease_expires_at", "<", now)]))
-        .executeTakeFirst();
-      if (Number(taken.numUpdatedRows) === 1) return this.byId(id);
-    }
-    return null;
+      .where(sql<string>`coalesce(api_keys.deployment, ${keys.unbound})`, "=", keys.node);
+    const rows = await this.db.selectFrom(free.as("free")).selectAll().where("rank", "<=", perAccount).orderBy("rank").orderBy("created_at").orderBy("id").limit(limit).execute();
+    return rows.map((r) => ({ id: r.id, accountId: r.account_id, plan: r.plan, createdAt: Number(r.created_at) }));
+  }
+
+  /**
+   * Takes the lease of a batch while it is active and no live node holds it: a conditional UPDATE, so two nodes
+   * racing for one batch get it once. The batch, or null when another node was first.
+   */
+  async take(id: string, owner: string, now: number, leaseMs: number): Promise<BatchRecord | null> {
+    const taken = await this.db
+      .updateTable("batches")
+      .set({ lease_owner: owner, lease_expires_at: now + leaseMs })
+      .where("id", "=", id)
+      .where("status", "in", activeStatuses)
+      .where((eb) => eb.or([eb("lease_owner", "is", null), eb("lease_expires_at", "<", now)]))
+      .executeTakeFirst();
+    return Number(taken.numUpdatedRows) === 1 ? this.byId(id) : null;
   }
 
   /**

@@ -30,8 +30,11 @@ const longestWaitMs = 60_000;
 /** How long a line waits after the database did not answer one of its reads. */
 const storeRetryMs = 1000;
 
-/** Why a batch's lines were stopped: a cancel, the window's end, the lease lost, or the node stopping. */
-export type StopReason = "cancel" | "expire" | "lost" | "shutdown";
+/**
+ * Why a batch's lines were stopped: a cancel, the window's end, the lease lost, the node stopping (each aborts the
+ * lines running), or the batch handed back to share the node (no line starts; those running finish).
+ */
+export type StopReason = "cancel" | "expire" | "lost" | "shutdown" | "yield";
 
 /** A line's end, to write with the mark of its completion. */
 export interface LineResult {
@@ -113,7 +116,7 @@ export class LineRunner {
         body = endpoint === "chat" ? await completeChat(this.ctx, request, parsed as ChatCompletionRequest) : await createEmbeddings(this.ctx, request, parsed as EmbeddingsRequest);
         status = 200;
       } catch (err) {
-        const reason = stopped();
+        const reason = signal.aborted ? stopped() : null;
         if (reason) {
           const ran = outcome.promptTokens !== null;
           if (!ran || (reason !== "cancel" && reason !== "expire")) return null;

@@ -9,6 +9,7 @@ import type { Store } from "../../store/store.ts";
 import { BatchCancelBus } from "./batch-cancel-bus.ts";
 import { endpointOfBatch, newId } from "./batch-access.ts";
 import { endedLine, LineRunner, type StopReason } from "./batch-line.ts";
+import { BatchPickup } from "./batch-pickup.ts";
 import type { BatchEndpoint } from "./batches.schema.ts";
 
 declare module "fastify" {
@@ -32,12 +33,17 @@ const cancelPollMs = 500;
  */
 const maxPendingWrites = 3;
 
+/** Waiting batches a node considers at each look (at most maxBatchesPerNode of each account). */
+const candidateLimit = 1000;
+
 /** One batch this node holds the lease of. */
 interface Work {
   batch: BatchRecord;
   /** Aborts the lines running: cancel, expiry, the lease lost, or the node stopping. */
   abort: AbortController;
-  reason: StopReason | null;
+  reason: Exclude<StopReason, "yield"> | null;
+  /** Handed back to share the node's seats (issue 42.4): no line starts, the running ones finish, then the lease goes. */
+  yielding: boolean;
 }
 
 /**
@@ -53,6 +59,8 @@ export class BatchRunner {
   readonly owner = `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`;
   private readonly working = new Map<string, Work>();
   private readonly lines: LineRunner;
+  /** Which waiting batch takes a free seat (issue 42.4). */
+  private readonly pickup = new BatchPickup(maxBatchesPerNode);
   /** Every batch's result writes in flight (bounded by maxPendingWrites). */
   private readonly writes = new Set<Promise<void>>();
   private stopped = false;
@@ -133,24 +141,7 @@ export class BatchRunner {
     const running = new Set<Promise<void>>();
     while (!this.stopped) {
       try {
-        while (!this.stopped && this.working.size < maxBatchesPerNode) {
-          const batch = await this.store.batches.acquire(this.owner, Date.now(), this.ctx.config.batches.leaseMs, new Set(this.working.keys()), this.servedKeys);
-          if (!batch) break;
-          if (this.stopped) {
-            await this.store.batches.release(batch.id, this.owner);
-            break;
-          }
-          const work: Work = { batch, abort: new AbortController(), reason: null };
-          this.working.set(batch.id, work);
-          const done = this.work(work)
-            .catch((err) => this.log.error({ err, batch: batch.id }, "batch runner: the batch's work failed; another pass takes it up again"))
-            .finally(() => {
-              this.working.delete(batch.id);
-              running.delete(done);
-              this.wake();
-            });
-          running.add(done);
-        }
+        await this.pickUp(running);
       } catch (err) {
         this.log.warn({ err }, "batch runner: could not look for batches");
       }
@@ -164,7 +155,48 @@ export class BatchRunner {
     await Promise.all(running);
   }
 
-  private halt(work: Work, reason: StopReason): void {
+  /**
+   * Issue 42.4: fills the free seats with the batches the pickup chooses among those waiting (shared between
+   * accounts by weight and tokens received, batch-pickup.ts), then hands one back when an account waits below its
+   * share while another holds more than its own.
+   */
+  private async pickUp(running: Set<Promise<void>>): Promise<void> {
+    const candidates = await this.store.batches.candidates(Date.now(), this.servedKeys, maxBatchesPerNode, candidateLimit);
+    const weightOf = (plan: string | null) => (plan === null ? 1 : (this.ctx.config.plans.get(plan)?.weight ?? 1));
+    // A batch this node works whose lease looks free (a renewal late) is not waiting.
+    this.pickup.offer(candidates.filter((c) => !this.working.has(c.id)).map((c) => ({ id: c.id, accountId: c.accountId, weight: weightOf(c.plan), createdAt: c.createdAt })));
+    while (!this.stopped && this.working.size < maxBatchesPerNode) {
+      const next = this.pickup.next();
+      if (!next) break;
+      const batch = await this.store.batches.take(next.id, this.owner, Date.now(), this.ctx.config.batches.leaseMs);
+      if (!batch || this.stopped) {
+        if (batch) await this.store.batches.release(batch.id, this.owner);
+        this.pickup.released(next.accountId);
+        continue;
+      }
+      const work: Work = { batch, abort: new AbortController(), reason: null, yielding: false };
+      this.working.set(batch.id, work);
+      const done = this.work(work)
+        .catch((err) => this.log.error({ err, batch: batch.id }, "batch runner: the batch's work failed; another pass takes it up again"))
+        .finally(() => {
+          this.working.delete(batch.id);
+          this.pickup.released(batch.accountId);
+          running.delete(done);
+          this.wake();
+        });
+      running.add(done);
+    }
+    if ([...this.working.values()].some((w) => w.yielding)) return;
+    const account = this.pickup.handBack(this.working.size);
+    if (account === null) return;
+    // Its batch taken up last (the working map keeps the order they were taken in).
+    const last = [...this.working.values()].filter((w) => w.batch.accountId === account && !w.reason).at(-1);
+    if (!last) return;
+    last.yielding = true;
+    this.log.info({ batch: last.batch.id, account }, "batch runner: handing a batch back so another account's batch starts");
+  }
+
+  private halt(work: Work, reason: Exclude<StopReason, "yield">): void {
     if (work.reason) return;
     work.reason = reason;
     // A cancel or the window's end is the batch's own end: its lines stopped are charged what they used, like a
@@ -192,7 +224,7 @@ export class BatchRunner {
       else if (batch.status === "cancelling") work.reason = "cancel";
       else if (batch.status === "in_progress") work.reason = "expire";
       if (work.reason === "lost") return;
-      if (work.reason === "shutdown") {
+      if (work.reason === "shutdown" || (work.reason === null && work.yielding && (await this.store.batches.pendingLines(batch.id, 0, 1)).length > 0)) {
         await this.store.batches.release(batch.id, this.owner);
         return;
       }
@@ -224,13 +256,13 @@ export class BatchRunner {
       for (const line of page) {
         while (inFlight.size >= batch.concurrency) await Promise.race(inFlight);
         while (this.writes.size >= maxPendingWrites && !work.reason) await Promise.race(this.writes);
-        // Issue 42.6: once the batch is stopped, no line starts.
-        if (work.reason) break;
+        // Issue 42.6: once the batch is stopped (or handed back), no line starts.
+        if (work.reason || work.yielding) break;
         const running = this.runLine(work, line, writes).finally(() => inFlight.delete(running));
         inFlight.add(running);
         after = line.line;
       }
-      if (work.reason) break;
+      if (work.reason || work.yielding) break;
     }
     await Promise.all(inFlight);
     await Promise.all(writes);
@@ -239,8 +271,9 @@ export class BatchRunner {
   /** Runs one line and writes its result; a line stopped by a halt before it ran stays pending. */
   private async runLine(work: Work, line: BatchLine, writes: Set<Promise<void>>): Promise<void> {
     const { batch } = work;
-    const ended = await this.lines.run(batch, line, work.abort.signal, () => work.reason);
+    const ended = await this.lines.run(batch, line, work.abort.signal, () => work.reason ?? (work.yielding ? "yield" : null));
     if (!ended) return;
+    this.pickup.charge(batch.accountId, ended.tokens);
     const endpoint = endpointOfBatch[batch.endpoint as BatchEndpoint];
     const ok = ended.state === "done";
     const write = this.store.batches
