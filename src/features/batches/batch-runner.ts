@@ -99,7 +99,7 @@ export class BatchRunner {
   }
 
   /**
-   * Issue 42.6: a batch was cancelled (moved to \`cancelling\` in the store): the node working it stops its lines
+   * Issue 42.6: a batch was cancelled (moved to `cancelling` in the store): the node working it stops its lines
    * now, this node at once and any other through Redis, or its next read of the store when there is no Redis.
    */
   async cancel(batchId: string): Promise<void> {
