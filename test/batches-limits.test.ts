@@ -58,11 +58,11 @@ test("issue 42.1: a batch is held to the account's own budget: the lines past it
   const srv = await startServer({ adminToken, models: [stories], batches: { pollInterval: "100ms" } });
   try {
     const { key, accountId } = await srv.createKey();
-    const patched = await srv.post(`/admin/v1/accounts/${accountId}`, { budget: { amount: "0.0002", period: "month" } }, { method: "PATCH", headers: admin });
+    const patched = await srv.post(`/admin/v1/accounts/${accountId}`, { budget: { amount: "0.0001", period: "month" } }, { method: "PATCH", headers: admin });
     assert.equal(patched.status, 200, await patched.clone().text());
     const client = srv.openai(key);
-    const lines = 30;
-    const batch = await finished(client, (await createBatch(client, chatLines(lines, 10))).id);
+    const lines = 20;
+    const batch = await finished(client, (await createBatch(client, chatLines(lines, 8))).id);
     assert.equal(batch.status, "completed");
     const { completed, failed } = batch.request_counts!;
     assert.equal(completed + failed, lines);
@@ -71,12 +71,12 @@ test("issue 42.1: a batch is held to the account's own budget: the lines past it
     for (const line of errors) {
       assert.equal(line.response.status_code, 429);
       assert.equal(line.response.body.error.code, "rate_limit_exceeded");
-      assert.match(line.response.body.error.message, /The account's budget of 0\.000200 USD per month/);
+      assert.match(line.response.body.error.message, /The account's budget of 0\.000100 USD per month/);
     }
     await srv.server.ctx.usage.flush();
     const plan = (await (await srv.get(`/admin/v1/accounts/${accountId}/plan`, { headers: admin })).json()) as { budget: { source: string; spentMicros: number } };
     assert.equal(plan.budget.source, "account");
-    assert.ok(plan.budget.spentMicros > 0 && plan.budget.spentMicros <= 200, `spent ${plan.budget.spentMicros} of a budget of 200`);
+    assert.ok(plan.budget.spentMicros > 0 && plan.budget.spentMicros <= 100, `spent ${plan.budget.spentMicros} of a budget of 100`);
   } finally {
     await srv.close();
   }
