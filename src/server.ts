@@ -136,7 +136,7 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   const ctx: AppContext = { config, catalog, usage, streams, metrics, concurrency, tokens, onClose: (fn) => closers.push(fn) };
   app.decorate("ctx", ctx);
   // The Batch API's worker: stopped first at shutdown (closers run in reverse), before the models and the store.
-  const batchRunner = new BatchRunner(ctx, store, app.log.child({ component: "batches" }));
+  const batchRunner = await BatchRunner.create(ctx, store, app.log.child({ component: "batches" }));
   app.decorate("batchRunner", batchRunner);
   closers.push(() => batchRunner.stop());
 

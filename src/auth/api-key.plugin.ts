@@ -2,7 +2,7 @@ import fp from "fastify-plugin";
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from "fastify";
 import type { AuthContext } from "./auth-context.ts";
 import { AppError } from "../errors/app-error.ts";
-import { IpAllowlist } from "./ip-allowlist.ts";
+import { resolveKey, type ResolvedKey } from "./effective-limits.ts";
 import { isWellFormedKey } from "../keys/key-format.ts";
 import { hashKey } from "../store/key-secret.ts";
 import { bearerToken } from "./bearer.ts";
@@ -54,6 +54,8 @@ interface CachedKey {
   expiresAt: number;
   auth: AuthContext;
   revoked: boolean;
+  /** Whether the key's deployment binding lets this node serve it. */
+  servesHere: boolean;
 }
 
 /**
@@ -125,28 +127,18 @@ export const authPlugin = fp(
         unknownKeys.add(hash, now);
         return null;
       }
-      const configured = config.plans.get(found.account.plan);
-      // Issue 32: an account's own budget (CLI, admin API, console) stands in for its plan's.
-      const override = found.account.budget;
-      const plan = configured && override ? { ...configured, budget: { amountMicro: override.amountMicros, period: override.period } } : configured;
-      if (!plan) {
+      let resolved: ResolvedKey;
+      try {
+        resolved = resolveKey(config, found);
+      } catch (err) {
         app.log.error({ account: found.account.id, plan: found.account.plan }, "account's plan is not in the config");
-        throw new AppError("internal_error", { message: "The account's plan is not configured on this server." });
+        throw err;
       }
       const entry: CachedKey = {
         expiresAt: now + keyCacheTtlMs,
-        revoked: found.key.revokedAt !== null || revokedIds.has(found.key.id),
-        auth: {
-          allowlist: found.account.allowIps.length > 0 ? new IpAllowlist(found.account.allowIps) : null,
-          keyId: found.key.id,
-          keyPrefix: found.key.prefix,
-          accountId: found.account.id,
-          accountName: found.account.name,
-          plan,
-          modelScopes: found.key.models,
-          endpointScopes: found.key.endpoints,
-          deployment: found.key.deployment,
-        },
+        revoked: resolved.revoked || revokedIds.has(found.key.id),
+        servesHere: resolved.servesHere,
+        auth: resolved.auth,
       };
       if (cache.size >= keyCacheMax) cache.clear();
       cache.set(key, entry);
@@ -210,16 +202,13 @@ export const authPlugin = fp(
       return entry;
     }
 
-    /** A key bound to a deployment is valid only there; an unbound key only on the shared deployment. */
-    const validHere = (entry: CachedKey) => (entry.auth.deployment ?? "shared") === config.deployment;
-
     function authenticate(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
       const key = bearerToken(request.headers.authorization);
       const now = Date.now();
       const entry = key ? cache.get(key) : undefined;
       // A key found valid under keyCacheTtlMs ago, and usable here, is admitted at once; anything else (a lookup, a
       // refusal) takes the path that may wait.
-      if (entry && entry.expiresAt > now && !entry.revoked && !revokedIds.has(entry.auth.keyId) && validHere(entry)) {
+      if (entry && entry.expiresAt > now && !entry.revoked && !revokedIds.has(entry.auth.keyId) && entry.servesHere) {
         admit(request, entry, now);
         return done();
       }
@@ -239,7 +228,7 @@ export const authPlugin = fp(
       if (entry.revoked) {
         return refuse(request, reply, new AppError("invalid_api_key", { message: "This API key has been revoked." }));
       }
-      if (!validHere(entry)) {
+      if (!entry.servesHere) {
         return refuse(request, reply, new AppError("invalid_api_key", { message: "This API key is not valid on this endpoint." }));
       }
       admit(request, entry, now);

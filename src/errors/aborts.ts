@@ -16,6 +16,17 @@ export class DeadlineExceeded extends Error {
   }
 }
 
+/**
+ * The server stopped work that runs again later (a batch line of a node stopping, or of a batch another node took
+ * over): nobody's choice but the server's, so nothing is charged for it.
+ */
+export class WorkRequeued extends Error {
+  constructor() {
+    super("the work was stopped to run again later");
+    this.name = "WorkRequeued";
+  }
+}
+
 /** True for an abort caused by the client going away, as thrown by engines, the scheduler or a stream read. */
 export function isClientDisconnect(err: unknown): boolean {
   return err instanceof ClientDisconnected || (err instanceof Error && err.cause instanceof ClientDisconnected);

@@ -54,13 +54,14 @@ export async function runInference<E extends EndpointCapability, P, R>(ctx: AppC
     };
     // Issue 32: reserved between prepare and admit, settled after the run in every case (to the usage recorded, or 0).
     let reservation: TokenReservation | null = null;
+    let reserved = null as TokenAmount | null;
     let used: TokenAmount | null = null;
-    let result: R;
     // Fair share: the lease to charge the rest of the usage to, once it is known.
     let held = null as Lease | null;
+    let promptCharged = 0;
     const releaseConcurrency = await ctx.concurrency.acquire(request.auth);
     try {
-      result = await runner.execute({
+      const result = await runner.execute({
         queueKey: request.auth.keyId,
         account: request.auth.accountId,
         weight: request.auth.plan.weight,
@@ -70,13 +71,14 @@ export async function runInference<E extends EndpointCapability, P, R>(ctx: AppC
         onQueued: spec.onQueued,
         // Methods, not arrow properties: under tsx (keepNames) each named closure costs a defineProperty per request.
         cost(prepared) {
-          return spec.promptTokens?.(prepared) ?? 0;
+          promptCharged = spec.promptTokens?.(prepared) ?? 0;
+          return promptCharged;
         },
         prepare(engine, prepareSignal) {
           return inSpan("prepare", {}, async () => {
             const prepared = await spec.prepare(portOf(engine, spec.port), prepareSignal);
-            const amount = spec.reservation ? spec.reservation(prepared) : defaultReservation(prepared, spec.input, runner.entry.contextSize);
-            reservation = await ctx.tokens.reserve(request.auth, spec.model, amount, request.setHeaders);
+            reserved = spec.reservation ? spec.reservation(prepared) : defaultReservation(prepared, spec.input, runner.entry.contextSize);
+            reservation = await ctx.tokens.reserve(request.auth, spec.model, reserved, request.setHeaders);
             waiting = startSpan("queue wait", {}, traceContext);
             return prepared;
           });
@@ -88,6 +90,14 @@ export async function runInference<E extends EndpointCapability, P, R>(ctx: AppC
         },
       });
       used = spec.usage(result);
+      return result;
+    } catch (err) {
+      // Issue 42.2: a client that left once its request was running (before its first token too) is charged its
+      // prompt, which the engine was given, and the completion pieces generated before it left.
+      if (held && reserved && signal.aborted && isClientDisconnect(signal.reason)) {
+        used = { promptTokens: reserved.promptTokens, completionTokens: Math.max(0, held.charged - promptCharged) };
+      }
+      throw err;
     } finally {
       releaseConcurrency();
       endWait();
@@ -95,17 +105,18 @@ export async function runInference<E extends EndpointCapability, P, R>(ctx: AppC
       // Redis runs this node's commands in order, so its next request sees it.
       void settle(reservation, used, request);
       if (signal.aborted && isClientDisconnect(signal.reason)) request.log.debug({ model: spec.model }, "client disconnected; the request was stopped");
+      if (used) recordUsage(ctx, request, spec.model, used, held, span);
     }
-    const usage = used;
-    if (usage) {
-      held?.charge(usage.promptTokens + usage.completionTokens - held.charged);
-      span.setAttributes({ "gen_ai.usage.input_tokens": usage.promptTokens, "gen_ai.usage.output_tokens": usage.completionTokens });
-      ctx.usage.record({ keyId: request.auth.keyId, accountId: request.auth.accountId, model: spec.model, endpoint: request.endpoint, ...usage, batch: request.priority === "batch" });
-      ctx.metrics.tokens(spec.model, request.auth.accountId, usage.promptTokens, usage.completionTokens);
-      if (request.outcome) Object.assign(request.outcome, { promptTokens: usage.promptTokens, completionTokens: usage.completionTokens });
-    }
-    return result;
   }, SpanKind.SERVER, incomingContext(request.headers));
+}
+
+/** The usage of a request that ran: the rest of its fair-share charge, the usage rows, metrics, its trace and log. */
+function recordUsage(ctx: AppContext, request: RequestContext, model: string, usage: TokenAmount, held: Lease | null, span: Span): void {
+  held?.charge(usage.promptTokens + usage.completionTokens - held.charged);
+  span.setAttributes({ "gen_ai.usage.input_tokens": usage.promptTokens, "gen_ai.usage.output_tokens": usage.completionTokens });
+  ctx.usage.record({ keyId: request.auth.keyId, accountId: request.auth.accountId, model, endpoint: request.endpoint, ...usage, batch: request.priority === "batch" });
+  ctx.metrics.tokens(model, request.auth.accountId, usage.promptTokens, usage.completionTokens);
+  if (request.outcome) Object.assign(request.outcome, { promptTokens: usage.promptTokens, completionTokens: usage.completionTokens });
 }
 
 /** A settle that fails (the shared store down) is logged, never the request's error. */

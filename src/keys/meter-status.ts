@@ -3,6 +3,7 @@ import { costMicro, formatMoney } from "../config/money.ts";
 import { calendarPeriod } from "../config/periods.ts";
 import type { Account } from "../store/accounts.repo.ts";
 import type { Store } from "../store/store.ts";
+import { effectivePlan } from "./effective-plan.ts";
 
 /** An account's token limits, quota and budget, with what is left of the current period (issue 32). */
 export interface MeterStatus {
@@ -37,7 +38,7 @@ const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
  * the live counters (usage is written in batches), and without the reservations in flight.
  */
 export async function meterStatus(store: Store, config: AppConfig, account: Account): Promise<MeterStatus> {
-  const plan = config.plans.get(account.plan);
+  const plan = effectivePlan(config, account);
   const status: MeterStatus = { tokenLimit: null, accountTokenLimit: null, quota: null, budget: null };
   if (!plan) return status;
   if (plan.tokenLimit) status.tokenLimit = { tokens: plan.tokenLimit.tokens, window: formatDurationLabel(plan.tokenLimit.windowMs) };
@@ -48,8 +49,7 @@ export async function meterStatus(store: Store, config: AppConfig, account: Acco
     const used = rows.reduce((n, r) => n + r.promptTokens + r.completionTokens, 0);
     status.quota = { tokens: plan.quota.tokens, period: plan.quota.period, used, left: Math.max(0, plan.quota.tokens - used), resetsAt: iso(p.endsAt) };
   }
-  const own = account.budget ?? null;
-  const budget = own ? { amountMicro: own.amountMicros, period: own.period } : plan.budget;
+  const budget = plan.budget;
   if (budget) {
     const p = calendarPeriod(budget.period);
     const rows = await store.usage.periodTotals(account.id, p.firstDay, p.lastDay);
@@ -66,7 +66,7 @@ export async function meterStatus(store: Store, config: AppConfig, account: Acco
       leftMicros,
       currency: config.currency,
       resetsAt: iso(p.endsAt),
-      source: own ? "account" : "plan",
+      source: account.budget ? "account" : "plan",
     };
   }
   return status;

@@ -81,7 +81,7 @@ export class TokenMeter implements TokenGate {
       const p = calendarPeriod(quota.period);
       hits.push({ kind: "quota", bucket: `q:${subject.accountId}:${p.id}`, limit: quota.tokens, amount: tokens, expireAt: p.endsAt, period: quota.period });
     }
-    // An account's own budget is already in its plan here (the key lookup puts it there, auth/api-key.plugin.ts).
+    // An account's own budget is already in its plan here (auth/effective-limits.ts resolves every key's plan).
     const budget = subject.plan.budget;
     if (budget) {
       const p = calendarPeriod(budget.period);

@@ -43,6 +43,20 @@ export interface BatchRecord {
   cancelledAt: number | null;
 }
 
+/** Which keys' batches a node may take: those bound to its deployment, and unbound keys where it is `unbound`'s. */
+export interface ServedKeys {
+  node: string;
+  unbound: string;
+}
+
+/** A batch waiting for a node: its account, and its account's plan (null: the account is gone). */
+export interface BatchCandidate {
+  id: string;
+  accountId: string;
+  plan: string | null;
+  createdAt: number;
+}
+
 export interface BatchLine {
   line: number;
   customId: string;
@@ -181,30 +195,38 @@ export class BatchesRepo {
   }
 
   /**
-   * Takes the lease of the oldest active batch no live node holds (its lease absent or expired), except `skip`:
-   * a conditional UPDATE, so two nodes racing for one batch get it once.
+   * The active batches no live node holds (their lease absent or expired) whose key this node may serve: a key bound
+   * to a deployment only on that deployment's nodes, an unbound key (or a key gone from the store) only on
+   * `keys.unbound`'s (auth/effective-limits.ts). At most `perAccount` of each account, its oldest, and `limit` in
+   * all, every account's first before anyone's second (so one account's many batches never hide another's).
    */
-  async acquire(owner: string, now: number, leaseMs: number, skip: ReadonlySet<string>): Promise<BatchRecord | null> {
-    const candidates = await this.db
+  async candidates(now: number, keys: ServedKeys, perAccount: number, limit: number): Promise<BatchCandidate[]> {
+    const free = this.db
       .selectFrom("batches")
-      .select("id")
+      .leftJoin("api_keys", "api_keys.id", "batches.key_id")
+      .leftJoin("accounts", "accounts.id", "batches.account_id")
+      .select(["batches.id", "batches.account_id", "accounts.plan", "batches.created_at"])
+      .select(sql<number>`row_number() over (partition by batches.account_id order by batches.created_at, batches.id)`.as("rank"))
+      .where("batches.status", "in", activeStatuses)
+      .where((eb) => eb.or([eb("batches.lease_owner", "is", null), eb("batches.lease_expires_at", "<", now)]))
+      .where(sql<string>`coalesce(api_keys.deployment, ${keys.unbound})`, "=", keys.node);
+    const rows = await this.db.selectFrom(free.as("free")).selectAll().where("rank", "<=", perAccount).orderBy("rank").orderBy("created_at").orderBy("id").limit(limit).execute();
+    return rows.map((r) => ({ id: r.id, accountId: r.account_id, plan: r.plan, createdAt: Number(r.created_at) }));
+  }
+
+  /**
+   * Takes the lease of a batch while it is active and no live node holds it: a conditional UPDATE, so two nodes
+   * racing for one batch get it once. The batch, or null when another node was first.
+   */
+  async take(id: string, owner: string, now: number, leaseMs: number): Promise<BatchRecord | null> {
+    const taken = await this.db
+      .updateTable("batches")
+      .set({ lease_owner: owner, lease_expires_at: now + leaseMs })
+      .where("id", "=", id)
       .where("status", "in", activeStatuses)
       .where((eb) => eb.or([eb("lease_owner", "is", null), eb("lease_expires_at", "<", now)]))
-      .orderBy("created_at")
-      .limit(skip.size + 5)
-      .execute();
-    for (const { id } of candidates) {
-      if (skip.has(id)) continue;
-      const taken = await this.db
-        .updateTable("batches")
-        .set({ lease_owner: owner, lease_expires_at: now + leaseMs })
-        .where("id", "=", id)
-        .where("status", "in", activeStatuses)
-        .where((eb) => eb.or([eb("lease_owner", "is", null), eb("lease_expires_at", "<", now)]))
-        .executeTakeFirst();
-      if (Number(taken.numUpdatedRows) === 1) return this.byId(id);
-    }
-    return null;
+      .executeTakeFirst();
+    return Number(taken.numUpdatedRows) === 1 ? this.byId(id) : null;
   }
 
   /**
@@ -216,6 +238,13 @@ export class BatchesRepo {
     if (Number(renewed.numUpdatedRows) === 0) return null;
     const row = await this.db.selectFrom("batches").select(["status", "expires_at"]).where("id", "=", id).executeTakeFirst();
     return row ? { status: row.status as BatchStatus, expiresAt: Number(row.expires_at) } : null;
+  }
+
+  /** Which of these batches are being cancelled (a node without Redis learns of cancels from it). */
+  async cancellingAmong(ids: string[]): Promise<string[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.db.selectFrom("batches").select("id").where("id", "in", ids).where("status", "=", "cancelling").execute();
+    return rows.map((r) => r.id);
   }
 
   /** Gives the lease up (a node stopping), so another node need not wait for it to expire. */
@@ -269,6 +298,26 @@ export class BatchesRepo {
     }
   }
 
+  /**
+   * Writes pending lines as failed without counting them (a cancel or the window's end left them unrun), in one
+   * transaction while the lease is ours; false when it is not (nothing is written).
+   */
+  async closeLines(id: string, owner: string, results: { line: number; result: string }[]): Promise<boolean> {
+    try {
+      await this.db.transaction().execute(async (trx) => {
+        const held = await trx.updateTable("batches").set({ lease_owner: owner }).where("id", "=", id).where("lease_owner", "=", owner).executeTakeFirst();
+        if (Number(held.numUpdatedRows) === 0) throw new Rollback("lease-lost");
+        for (const { line, result } of results) {
+          await trx.updateTable("batch_lines").set({ state: "error", result }).where("batch_id", "=", id).where("line", "=", line).where("state", "=", "pending").execute();
+        }
+      });
+      return true;
+    } catch (err) {
+      if (err instanceof Rollback) return false;
+      throw err;
+    }
+  }
+
   /** Moves the batch to `finalizing` (while the lease is ours). */
   async markFinalizing(id: string, owner: string, now: number): Promise<boolean> {
     const r = await this.db.updateTable("batches").set({ status: "finalizing", finalizing_at: now }).where("id", "=", id).where("lease_owner", "=", owner).executeTakeFirst();
@@ -283,14 +332,18 @@ export class BatchesRepo {
 
   /**
    * The end: the output file (done lines, in line order) and the error file (failed ones), when they have lines,
-   * and the final status, in one transaction while the lease is ours; the lease is released.
+   * and the final status, in one transaction while the lease is ours; the lease is released. A batch cancelled
+   * before it reached `finalizing` ends `cancelled` even when its lines all ran (issue 42.6). The status it ended
+   * with, or null when the lease is no longer ours.
    */
-  async finalize(batch: BatchRecord, owner: string, status: "completed" | "expired" | "cancelled", now: number, newFileId: () => string): Promise<boolean> {
+  async finalize(batch: BatchRecord, owner: string, end: "completed" | "expired" | "cancelled", now: number, newFileId: () => string): Promise<BatchStatus | null> {
     return this.db
       .transaction()
       .execute(async (trx) => {
         const claimed = await trx.updateTable("batches").set({ lease_owner: owner }).where("id", "=", batch.id).where("lease_owner", "=", owner).executeTakeFirst();
         if (Number(claimed.numUpdatedRows) === 0) throw new Rollback("lease-lost");
+        const { cancelling_at } = await trx.selectFrom("batches").select("cancelling_at").where("id", "=", batch.id).executeTakeFirstOrThrow();
+        const status = end === "completed" && cancelling_at !== null ? "cancelled" : end;
         const files = new FilesRepo(trx);
         const fileOf = async (state: "done" | "error", name: string): Promise<string | null> => {
           const rows = await trx.selectFrom("batch_lines").select("result").where("batch_id", "=", batch.id).where("state", "=", state).orderBy("line").execute();
@@ -308,10 +361,10 @@ export class BatchesRepo {
           .set({ status, ...at, output_file_id: output, error_file_id: errors, lease_owner: null, lease_expires_at: null, finalizing_at: batch.finalizingAt ?? now })
           .where("id", "=", batch.id)
           .execute();
-        return true;
+        return status;
       })
       .catch((err) => {
-        if (err instanceof Rollback) return false;
+        if (err instanceof Rollback) return null;
         throw err;
       });
   }

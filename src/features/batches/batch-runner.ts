@@ -2,20 +2,14 @@ import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import type { FastifyBaseLogger } from "fastify";
 import type { AppContext } from "../../app-context.ts";
-import type { AuthContext } from "../../auth/auth-context.ts";
-import { AppError } from "../../errors/app-error.ts";
-import { ClientDisconnected, DeadlineExceeded } from "../../errors/aborts.ts";
-import { toEnvelope } from "../../errors/envelope.ts";
-import { toAppError } from "../../errors/to-app-error.ts";
-import type { BatchLine, BatchRecord } from "../../store/batches.repo.ts";
+import { sharedDeployment } from "../../auth/effective-limits.ts";
+import { ClientDisconnected, WorkRequeued } from "../../errors/aborts.ts";
+import type { BatchLine, BatchRecord, ServedKeys } from "../../store/batches.repo.ts";
 import type { Store } from "../../store/store.ts";
-import { isStoreBusy, isStoreUnreachable } from "../../store/store-health.ts";
-import { completeChat } from "../chat/chat.service.ts";
-import type { ChatCompletionRequest } from "../chat/chat.schema.ts";
-import { createEmbeddings } from "../embeddings/embeddings.service.ts";
-import type { EmbeddingsRequest } from "../embeddings/embeddings.schema.ts";
-import type { RequestContext } from "../request-context.ts";
+import { BatchCancelBus } from "./batch-cancel-bus.ts";
 import { endpointOfBatch, newId } from "./batch-access.ts";
+import { endedLine, LineRunner, type StopReason } from "./batch-line.ts";
+import { BatchPickup } from "./batch-pickup.ts";
 import type { BatchEndpoint } from "./batches.schema.ts";
 
 declare module "fastify" {
@@ -29,12 +23,8 @@ declare module "fastify" {
 const maxBatchesPerNode = 4;
 /** Lines read from the store at a time. */
 const pageSize = 200;
-/** How often a line's key is read from the store again (a revoked key stops the batch's lines within this). */
-const authTtlMs = 1_000;
-/** Error codes a batch line waits out and retries (capacity, loading), instead of writing them as its result. */
-const retryable = new Set(["overloaded", "model_loading", "rate_limit_exceeded"]);
-/** How long a line waits after the database did not answer one of its reads. */
-const storeRetryMs = 1000;
+/** Without Redis, how often a node reads whether the batches it works were cancelled (issue 42.6: within 1 s). */
+const cancelPollMs = 500;
 
 /**
  * Result writes in flight on this node (all batches). Each is a transaction on the batch's row (its counters), so they queue on its
@@ -43,51 +33,93 @@ const storeRetryMs = 1000;
  */
 const maxPendingWrites = 3;
 
-type StopReason = "cancel" | "expire" | "lost" | "shutdown";
+/** Waiting batches a node considers at each look (at most maxBatchesPerNode of each account). */
+const candidateLimit = 1000;
 
 /** One batch this node holds the lease of. */
 interface Work {
   batch: BatchRecord;
   /** Aborts the lines running: cancel, expiry, the lease lost, or the node stopping. */
   abort: AbortController;
-  reason: StopReason | null;
+  reason: Exclude<StopReason, "yield"> | null;
+  /** Handed back to share the node's seats (issue 42.4): no line starts, the running ones finish, then the lease goes. */
+  yielding: boolean;
 }
-
-const sleep = (ms: number, signal?: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal?.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
-  });
 
 /**
  * Works the Batch API's batches in the server process. A node takes a batch through a lease in the store (a row
  * update with an expiry, renewed every third of `leaseMs` while it works; a dead node's lease expires and another
- * node takes the batch over). Lines run as `batch` priority requests of the batch's key, through the same services
- * as the HTTP endpoints (no rate limit: that is an HTTP hook), at the batch's concurrency (the largest `parallel` of
- * its models). Each result is written with the mark of its line's completion in one transaction, as it completes:
- * a node killed at any moment resumes with the lines not written, and never runs a written line again.
+ * node takes the batch over). Lines run through the LineRunner (batch-line.ts) at the batch's concurrency (the
+ * largest `parallel` of its models). Each result is written with the mark of its line's completion in one
+ * transaction, as it completes: a node killed at any moment resumes with the lines not written, and never runs a
+ * written line again. A cancel stops the lines within a second on whichever node works the batch (issue 42.6).
  */
 export class BatchRunner {
   /** This node's name in leases. */
   readonly owner = `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`;
   private readonly working = new Map<string, Work>();
+  private readonly lines: LineRunner;
+  /** Which waiting batch takes a free seat (issue 42.4). */
+  private readonly pickup = new BatchPickup(maxBatchesPerNode);
   /** Every batch's result writes in flight (bounded by maxPendingWrites). */
   private readonly writes = new Set<Promise<void>>();
-  private readonly auths = new Map<string, { at: number; auth: AuthContext | AppError }>();
   private stopped = false;
   private wakeUp: (() => void) | null = null;
   private loop: Promise<void> | null = null;
+  /** Issue 42.1: this node takes only batches whose key it may serve. */
+  private readonly servedKeys: ServedKeys;
 
-  constructor(
+  /** Cancels published by any replica (Redis); null: this node polls the store for them. */
+  private cancels: BatchCancelBus | null = null;
+  private cancelPoll: NodeJS.Timeout | null = null;
+
+  private constructor(
     private readonly ctx: AppContext,
     private readonly store: Store,
     private readonly log: FastifyBaseLogger,
   ) {
+    this.servedKeys = { node: ctx.config.deployment, unbound: sharedDeployment };
+    this.lines = new LineRunner(ctx, store, log);
     ctx.metrics.batchQueueDepth = () => store.health.run(() => store.batches.queueDepth());
   }
 
+  /** A node's runner; with Redis configured it hears of cancels from every replica at once. */
+  static async create(ctx: AppContext, store: Store, log: FastifyBaseLogger): Promise<BatchRunner> {
+    const runner = new BatchRunner(ctx, store, log);
+    if (ctx.config.redisUrl) runner.cancels = await BatchCancelBus.connect(ctx.config.redisUrl, (id) => runner.stopCancelled(id));
+    return runner;
+  }
+
   start(): void {
+    if (!this.cancels) {
+      this.cancelPoll = setInterval(() => void this.pollCancels(), cancelPollMs);
+      this.cancelPoll.unref();
+    }
     this.loop ??= this.run();
+  }
+
+  /**
+   * Issue 42.6: a batch was cancelled (moved to `cancelling` in the store): the node working it stops its lines
+   * now, this node at once and any other through Redis, or its next read of the store when there is no Redis.
+   */
+  async cancel(batchId: string): Promise<void> {
+    this.stopCancelled(batchId);
+    this.wake();
+    await this.cancels?.publish(batchId).catch((err) => this.log.warn({ err, batch: batchId }, "batch runner: could not publish a cancel; the node working it sees it at its next lease renewal"));
+  }
+
+  private stopCancelled(batchId: string): void {
+    const work = this.working.get(batchId);
+    if (work) this.halt(work, "cancel");
+  }
+
+  private async pollCancels(): Promise<void> {
+    if (this.working.size === 0) return;
+    try {
+      for (const id of await this.store.batches.cancellingAmong([...this.working.keys()])) this.stopCancelled(id);
+    } catch (err) {
+      this.log.warn({ err }, "batch runner: could not read whether its batches were cancelled");
+    }
   }
 
   /** Looks for work now (a batch was created or cancelled) instead of at the next poll. */
@@ -100,31 +132,16 @@ export class BatchRunner {
     this.stopped = true;
     this.wake();
     for (const work of this.working.values()) this.halt(work, "shutdown");
+    if (this.cancelPoll) clearInterval(this.cancelPoll);
     await this.loop;
+    this.cancels?.close();
   }
 
   private async run(): Promise<void> {
     const running = new Set<Promise<void>>();
     while (!this.stopped) {
       try {
-        while (!this.stopped && this.working.size < maxBatchesPerNode) {
-          const batch = await this.store.batches.acquire(this.owner, Date.now(), this.ctx.config.batches.leaseMs, new Set(this.working.keys()));
-          if (!batch) break;
-          if (this.stopped) {
-            await this.store.batches.release(batch.id, this.owner);
-            break;
-          }
-          const work: Work = { batch, abort: new AbortController(), reason: null };
-          this.working.set(batch.id, work);
-          const done = this.work(work)
-            .catch((err) => this.log.error({ err, batch: batch.id }, "batch runner: the batch's work failed; another pass takes it up again"))
-            .finally(() => {
-              this.working.delete(batch.id);
-              running.delete(done);
-              this.wake();
-            });
-          running.add(done);
-        }
+        await this.pickUp(running);
       } catch (err) {
         this.log.warn({ err }, "batch runner: could not look for batches");
       }
@@ -138,10 +155,53 @@ export class BatchRunner {
     await Promise.all(running);
   }
 
-  private halt(work: Work, reason: StopReason): void {
+  /**
+   * Issue 42.4: fills the free seats with the batches the pickup chooses among those waiting (shared between
+   * accounts by weight and tokens received, batch-pickup.ts), then hands one back when an account waits below its
+   * share while another holds more than its own.
+   */
+  private async pickUp(running: Set<Promise<void>>): Promise<void> {
+    const candidates = await this.store.batches.candidates(Date.now(), this.servedKeys, maxBatchesPerNode, candidateLimit);
+    const weightOf = (plan: string | null) => (plan === null ? 1 : (this.ctx.config.plans.get(plan)?.weight ?? 1));
+    // A batch this node works whose lease looks free (a renewal late) is not waiting.
+    this.pickup.offer(candidates.filter((c) => !this.working.has(c.id)).map((c) => ({ id: c.id, accountId: c.accountId, weight: weightOf(c.plan), createdAt: c.createdAt })));
+    while (!this.stopped && this.working.size < maxBatchesPerNode) {
+      const next = this.pickup.next();
+      if (!next) break;
+      const batch = await this.store.batches.take(next.id, this.owner, Date.now(), this.ctx.config.batches.leaseMs);
+      if (!batch || this.stopped) {
+        if (batch) await this.store.batches.release(batch.id, this.owner);
+        this.pickup.released(next.accountId);
+        continue;
+      }
+      const work: Work = { batch, abort: new AbortController(), reason: null, yielding: false };
+      this.working.set(batch.id, work);
+      const done = this.work(work)
+        .catch((err) => this.log.error({ err, batch: batch.id }, "batch runner: the batch's work failed; another pass takes it up again"))
+        .finally(() => {
+          this.working.delete(batch.id);
+          this.pickup.released(batch.accountId);
+          running.delete(done);
+          this.wake();
+        });
+      running.add(done);
+    }
+    if ([...this.working.values()].some((w) => w.yielding)) return;
+    const account = this.pickup.handBack(this.working.size);
+    if (account === null) return;
+    // Its batch taken up last (the working map keeps the order they were taken in).
+    const last = [...this.working.values()].filter((w) => w.batch.accountId === account && !w.reason).at(-1);
+    if (!last) return;
+    last.yielding = true;
+    this.log.info({ batch: last.batch.id, account }, "batch runner: handing a batch back so another account's batch starts");
+  }
+
+  private halt(work: Work, reason: Exclude<StopReason, "yield">): void {
     if (work.reason) return;
     work.reason = reason;
-    work.abort.abort(new ClientDisconnected());
+    // A cancel or the window's end is the batch's own end: its lines stopped are charged what they used, like a
+    // client that leaves. A node stopping or losing the lease runs them again later: they are charged then.
+    work.abort.abort(reason === "cancel" || reason === "expire" ? new ClientDisconnected() : new WorkRequeued());
   }
 
   /** One batch, from where its lines stand to its end (or until the lease is lost, or the node stops). */
@@ -164,7 +224,7 @@ export class BatchRunner {
       else if (batch.status === "cancelling") work.reason = "cancel";
       else if (batch.status === "in_progress") work.reason = "expire";
       if (work.reason === "lost") return;
-      if (work.reason === "shutdown") {
+      if (work.reason === "shutdown" || (work.reason === null && work.yielding && (await this.store.batches.pendingLines(batch.id, 0, 1)).length > 0)) {
         await this.store.batches.release(batch.id, this.owner);
         return;
       }
@@ -195,112 +255,36 @@ export class BatchRunner {
       if (page.length === 0) break;
       for (const line of page) {
         while (inFlight.size >= batch.concurrency) await Promise.race(inFlight);
-        if (work.reason) break;
-        while (this.writes.size >= maxPendingWrites) await Promise.race(this.writes);
+        while (this.writes.size >= maxPendingWrites && !work.reason) await Promise.race(this.writes);
+        // Issue 42.6: once the batch is stopped (or handed back), no line starts.
+        if (work.reason || work.yielding) break;
         const running = this.runLine(work, line, writes).finally(() => inFlight.delete(running));
         inFlight.add(running);
         after = line.line;
       }
-      if (work.reason) break;
+      if (work.reason || work.yielding) break;
     }
     await Promise.all(inFlight);
     await Promise.all(writes);
   }
 
-  /** The batch key's auth as the store holds it now (revocation and scope changes apply), cached a few seconds. */
-  private async authOf(batch: BatchRecord): Promise<AuthContext | AppError> {
-    const cached = this.auths.get(batch.keyId);
-    if (cached && Date.now() - cached.at < authTtlMs) return cached.auth;
-    const key = await this.store.keys.get(batch.keyId);
-    const account = key ? await this.store.accounts.find(key.accountId) : null;
-    const plan = account ? this.ctx.config.plans.get(account.plan) : undefined;
-    let auth: AuthContext | AppError;
-    if (!key || key.revokedAt !== null || !account || !plan) {
-      auth = new AppError("invalid_api_key", { message: "The API key that created this batch is revoked or no longer valid." });
-    } else {
-      auth = {
-        keyId: key.id,
-        keyPrefix: key.prefix,
-        accountId: account.id,
-        accountName: account.name,
-        plan,
-        modelScopes: key.models,
-        endpointScopes: key.endpoints,
-        deployment: key.deployment,
-        // The batch was created from an allowed address; its lines run inside the server.
-        allowlist: null,
-      };
-    }
-    if (this.auths.size > 1000) this.auths.clear();
-    this.auths.set(batch.keyId, { at: Date.now(), auth });
-    return auth;
-  }
-
-  /** Runs one line through the endpoint's service and writes its result; a line stopped by a halt stays pending. */
+  /** Runs one line and writes its result; a line stopped by a halt before it ran stays pending. */
   private async runLine(work: Work, line: BatchLine, writes: Set<Promise<void>>): Promise<void> {
     const { batch } = work;
+    const ended = await this.lines.run(batch, line, work.abort.signal, () => work.reason ?? (work.yielding ? "yield" : null));
+    if (!ended) return;
+    this.pickup.charge(batch.accountId, ended.tokens);
     const endpoint = endpointOfBatch[batch.endpoint as BatchEndpoint];
-    const requestId = newId("req_");
-    const log = this.log.child({ batch: batch.id, line: line.line, reqId: requestId });
-    let status = 200;
-    let body: unknown;
-    for (;;) {
-      const started = Date.now();
-      const timers: NodeJS.Timeout[] = [];
-      try {
-        const auth = await this.authOf(batch);
-        if (auth instanceof AppError) throw auth;
-        const request: RequestContext = {
-          auth,
-          endpoint,
-          log,
-          signalFor: (deadlineMs) => {
-            const deadline = new AbortController();
-            const timer = setTimeout(() => deadline.abort(new DeadlineExceeded(deadlineMs)), deadlineMs);
-            timer.unref();
-            timers.push(timer);
-            return AbortSignal.any([work.abort.signal, deadline.signal]);
-          },
-          elapsedMs: () => Date.now() - started,
-          outcome: null,
-          headers: {},
-          priority: "batch",
-        };
-        const parsed = JSON.parse(line.body) as unknown;
-        body = endpoint === "chat" ? await completeChat(this.ctx, request, parsed as ChatCompletionRequest) : await createEmbeddings(this.ctx, request, parsed as EmbeddingsRequest);
-        status = 200;
-      } catch (err) {
-        if (work.reason) return;
-        // The database did not answer (a stall, a full pool, an outage): that is no answer to the line. Its reads
-        // all come before the model runs (the key, the budget), so running the line again never runs it twice.
-        const storeDown = isStoreBusy(err) || isStoreUnreachable(err);
-        const { appError, unexpected } = toAppError(err);
-        if (storeDown || retryable.has(appError.code)) {
-          if (storeDown) log.warn({ err }, "batch runner: the database did not answer a line's read; the line runs again");
-          // Capacity or the store: wait and try the line again (the batch has until its completion window ends).
-          await sleep(storeDown ? storeRetryMs : (appError.retryAfterMs ?? 1000), work.abort.signal);
-          if (work.reason) return;
-          continue;
-        }
-        if (unexpected) log.error({ err }, "batch line failed");
-        status = appError.status;
-        body = toEnvelope(appError);
-      } finally {
-        for (const timer of timers) clearTimeout(timer);
-      }
-      break;
-    }
-    const ok = status === 200;
-    const result = JSON.stringify({ id: newId("batch_req_"), custom_id: line.customId, response: { status_code: status, request_id: requestId, body }, error: null });
+    const ok = ended.state === "done";
     const write = this.store.batches
-      .complete(batch.id, this.owner, line.line, ok ? "done" : "error", result)
+      .complete(batch.id, this.owner, line.line, ended.state, ended.result, ended.counted)
       .then((written) => {
         if (written === "lease-lost") this.halt(work, "lost");
         else if (written === "written") this.ctx.metrics.batchLines.inc({ endpoint, outcome: ok ? "completed" : "failed" });
       })
       .catch((err) => {
         // Not written: the line stays pending and runs again when the batch is taken up again.
-        log.warn({ err }, "batch runner: could not write a line's result; the batch is given up for another pass");
+        this.log.warn({ err, batch: batch.id, line: line.line }, "batch runner: could not write a line's result; the batch is given up for another pass");
         this.halt(work, "lost");
       })
       .finally(() => {
@@ -311,20 +295,14 @@ export class BatchRunner {
     this.writes.add(write);
   }
 
-  /** Writes the lines left pending as cancelled or expired (to the error file, counted neither way). */
+  /** Writes the lines left pending as cancelled or expired (to the error file, counted neither way), a page at a time. */
   private async closeRest(work: Work, end: "cancelled" | "expired"): Promise<void> {
     const { batch } = work;
-    const error =
-      end === "expired"
-        ? { code: "batch_expired", message: "This request could not be executed before the completion window expired." }
-        : { code: "batch_cancelled", message: "This request was not executed because the batch was cancelled." };
     for (;;) {
       const page = await this.store.batches.pendingLines(batch.id, 0, pageSize);
       if (page.length === 0) return;
-      for (const line of page) {
-        const result = JSON.stringify({ id: newId("batch_req_"), custom_id: line.customId, response: null, error });
-        if ((await this.store.batches.complete(batch.id, this.owner, line.line, "error", result, false)) === "lease-lost") return;
-      }
+      const results = page.map((line) => ({ line: line.line, result: endedLine(line.customId, end, false) }));
+      if (!(await this.store.batches.closeLines(batch.id, this.owner, results))) return;
     }
   }
 
@@ -336,7 +314,7 @@ export class BatchRunner {
       if (!(await this.store.batches.markFinalizing(batch.id, this.owner, now))) return;
       batch.finalizingAt = now;
     }
-    const done = await this.store.batches.finalize(batch, this.owner, end, Date.now(), () => newId("file-"));
-    if (done) this.log.info({ batch: batch.id, status: end }, "batch finished");
+    const status = await this.store.batches.finalize(batch, this.owner, end, Date.now(), () => newId("file-"));
+    if (status) this.log.info({ batch: batch.id, status }, "batch finished");
   }
 }

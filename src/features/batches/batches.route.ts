@@ -149,7 +149,7 @@ export default async function batchesRoutes(app: FastifyInstance): Promise<void>
       assertBatchAccess(auth, deployment);
       const batch = await store().batches.requestCancel(auth.accountId, request.params.id, Date.now());
       if (!batch) throw notFound("batch", request.params.id, "batch_id");
-      app.batchRunner?.wake();
+      if (batch.status === "cancelling") await app.batchRunner?.cancel(batch.id);
       return batchObject(batch);
     },
   );

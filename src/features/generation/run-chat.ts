@@ -125,14 +125,16 @@ export async function streamChatTo(ctx: AppContext, request: RequestContext, mod
       if (err instanceof DeadlineExceeded && started) {
         acc.endAtDeadline(prepared.promptTokens);
         finish("length");
-      } else if (sse.committed || started) {
+      } else if (started) {
         batcher.flush();
         failStream(err);
       } else {
+        // Before the first delta: runInference settles it (a client that left is charged its prompt), then the
+        // catch below answers (an error event when a keep-alive committed the stream).
         throw err;
       }
     }
-    return started ? { promptTokens: acc.promptTokens || prepared.promptTokens, completionTokens: acc.completionTokens || acc.pieces } : null;
+    return { promptTokens: acc.promptTokens || prepared.promptTokens, completionTokens: acc.completionTokens || acc.pieces };
   };
 
   try {
