@@ -34,6 +34,7 @@ import { Metrics } from "./metrics/metrics.ts";
 import { observabilityPlugin } from "./plugins/observability.ts";
 import { startTracing } from "./telemetry/tracing.ts";
 import { BatchRunner } from "./features/batches/batch-runner.ts";
+import { StorageSweeper } from "./features/batches/storage-sweeper.ts";
 
 declare module "fastify" {
   interface FastifyInstance {
@@ -139,6 +140,8 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   const batchRunner = await BatchRunner.create(ctx, store, app.log.child({ component: "batches" }));
   app.decorate("batchRunner", batchRunner);
   closers.push(() => batchRunner.stop());
+  const storageSweeper = new StorageSweeper(store, app.log.child({ component: "storage" }));
+  closers.push(() => storageSweeper.stop());
 
   const routeTable = new RouteTable();
   app.decorate("routeTable", routeTable);
@@ -163,6 +166,7 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   if (config.observability) await app.register(metricsScope);
   await app.register(fallbackScope);
   batchRunner.start();
+  storageSweeper.start();
 
   let closing: Promise<void> | null = null;
   return {

@@ -137,7 +137,7 @@ test("issue 42.6: a batch cancelled after its last line ran, before it was final
     const batch: BatchRecord = {
       id: "batch_late_cancel", accountId: "acct_x", keyId: "key_x", endpoint: "/v1/chat/completions", inputFileId: "file-x", completionWindow: "24h", status: "in_progress",
       metadata: null, errors: null, outputFileId: null, errorFileId: null, total: 1, completed: 0, failed: 0, concurrency: 1, createdAt: now, inProgressAt: now, expiresAt: now + 86_400_000,
-      finalizingAt: null, completedAt: null, failedAt: null, expiredAt: null, cancellingAt: null, cancelledAt: null,
+      finalizingAt: null, completedAt: null, failedAt: null, expiredAt: null, cancellingAt: null, cancelledAt: null, outputExpiresAfterMs: null,
     };
     await store.batches.insert(batch, [{ line: 1, customId: "only", body: "{}" }]);
     const held = await store.batches.take(batch.id, "node-a", now, 30_000);

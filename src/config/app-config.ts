@@ -10,6 +10,9 @@ export interface Plan {
   maxUploadBytes: number;
   /** Largest Batch API input file. */
   maxBatchFileBytes: number;
+  /** What one account stores (Batch API files and its running batches' lines), and its files. */
+  maxStoredFileBytes: number;
+  maxStoredFiles: number;
   maxOutputTokens: number | null;
   models: string[];
   endpoints: Endpoint[];
@@ -167,8 +170,11 @@ export interface AppConfig {
   redisOnError: "open" | "closed";
   /** Keys seen valid keep working this long while the database is unreachable. */
   staleIfErrorMs: number;
-  /** The Batch API runner: a node's lease on a batch lasts `leaseMs` unless renewed; idle nodes look every `pollMs`. */
-  batches: { leaseMs: number; pollMs: number };
+  /**
+   * The Batch API runner: a node's lease on a batch lasts `leaseMs` unless renewed; idle nodes look every `pollMs`.
+   * Uploads and outputs that name no expiry live `fileExpiryMs` and `outputExpiryMs` (null: until deleted).
+   */
+  batches: { leaseMs: number; pollMs: number; fileExpiryMs: number | null; outputExpiryMs: number | null };
   /** Per address; IPv6 addresses by their first `ipv6Prefix` bits. */
   anonymousRateLimit: { requests: number; windowMs: number; ipv6Prefix: number };
   /** Failed admin-token attempts from all addresses together. */

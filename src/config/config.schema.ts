@@ -93,6 +93,10 @@ export const PlanConfig = Type.Object(
     maxUploadBytes: Type.Optional(Type.Integer({ minimum: 1 })),
     /** Largest Batch API input file (POST /v1/files with purpose batch); default 100 MiB. */
     maxBatchFileBytes: Type.Optional(Type.Integer({ minimum: 1 })),
+    /** What one account stores: Batch API files and the lines of its running batches (default 1 GiB)... */
+    maxStoredFileBytes: Type.Optional(Type.Integer({ minimum: 1 })),
+    /** ...and its files (default 10,000). */
+    maxStoredFiles: Type.Optional(Type.Integer({ minimum: 1 })),
     maxOutputTokens: Type.Optional(Type.Integer({ minimum: 1 })),
     models: Type.Optional(Type.Array(Type.String(), { description: "glob patterns of model ids" })),
     endpoints: Type.Optional(Type.Array(Endpoint)),
@@ -264,7 +268,14 @@ export const Config = Type.Object(
     /** The Batch API's runner: how long a node's lease on a batch lasts unless renewed, and how often idle nodes look for work. */
     batches: Type.Optional(
       Type.Object(
-        { leaseTtl: Type.Optional(Duration), pollInterval: Type.Optional(Duration) },
+        {
+          leaseTtl: Type.Optional(Duration),
+          pollInterval: Type.Optional(Duration),
+          /** How long an uploaded file lives when its upload names no `expires_after` (default 720h, OpenAI's 30 days). */
+          fileExpiry: Type.Optional(Type.Union([Duration, Type.Literal("never")])),
+          /** How long a batch's output and error files live when the batch names no `output_expires_after` (default 720h). */
+          outputExpiry: Type.Optional(Type.Union([Duration, Type.Literal("never")])),
+        },
         { additionalProperties: false },
       ),
     ),

@@ -68,6 +68,8 @@ const builtInDefaultPlan: Plan = {
   maxBodyBytes: 10 * 1024 * 1024,
   maxUploadBytes: 25 * 1024 * 1024,
   maxBatchFileBytes: 100 * 1024 * 1024,
+  maxStoredFileBytes: 1024 * 1024 * 1024,
+  maxStoredFiles: 10_000,
   maxOutputTokens: null,
   models: ["*"],
   endpoints: [...allEndpoints],
@@ -141,6 +143,8 @@ function resolvePlan(name: string, plan: PlanConfig): Plan {
     maxBodyBytes: plan.maxBodyBytes ?? builtInDefaultPlan.maxBodyBytes,
     maxUploadBytes: plan.maxUploadBytes ?? builtInDefaultPlan.maxUploadBytes,
     maxBatchFileBytes: plan.maxBatchFileBytes ?? builtInDefaultPlan.maxBatchFileBytes,
+    maxStoredFileBytes: plan.maxStoredFileBytes ?? builtInDefaultPlan.maxStoredFileBytes,
+    maxStoredFiles: plan.maxStoredFiles ?? builtInDefaultPlan.maxStoredFiles,
     maxOutputTokens: plan.maxOutputTokens ?? null,
     models: plan.models ?? ["*"],
     endpoints: plan.endpoints ?? [...allEndpoints],
@@ -307,7 +311,12 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
     redisUrl: process.env.REDIS_URL || input.redis?.url || null,
     redisOnError: input.redis?.onError ?? "open",
     staleIfErrorMs: parseDuration(input.store?.staleIfError ?? "5m"),
-    batches: { leaseMs: parseDuration(input.batches?.leaseTtl ?? "30s"), pollMs: parseDuration(input.batches?.pollInterval ?? "1s") },
+    batches: {
+      leaseMs: parseDuration(input.batches?.leaseTtl ?? "30s"),
+      pollMs: parseDuration(input.batches?.pollInterval ?? "1s"),
+      fileExpiryMs: expiry(input.batches?.fileExpiry ?? "720h"),
+      outputExpiryMs: expiry(input.batches?.outputExpiry ?? "720h"),
+    },
     anonymousRateLimit: input.anonymousRateLimit
       ? { requests: input.anonymousRateLimit.requests, windowMs: parseDuration(input.anonymousRateLimit.window), ipv6Prefix: input.anonymousRateLimit.ipv6Prefix ?? 64 }
       : { requests: 300, windowMs: 60_000, ipv6Prefix: 64 },
@@ -324,6 +333,8 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
     usingDefaultCatalog,
   };
 }
+
+const expiry = (text: string): number | null => (text === "never" ? null : parseDuration(text));
 
 function consoleSettings(input: ConfigInput["console"] = {}, configDir: string): ConsoleSettings {
   const oidc = input.oidc;

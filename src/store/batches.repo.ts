@@ -41,6 +41,8 @@ export interface BatchRecord {
   expiredAt: number | null;
   cancellingAt: number | null;
   cancelledAt: number | null;
+  /** How long the output and error files live once made; null: until deleted. */
+  outputExpiresAfterMs: number | null;
 }
 
 /** Which keys' batches a node may take: those bound to its deployment, and unbound keys where it is `unbound`'s. */
@@ -93,7 +95,51 @@ function toBatch(row: Row): BatchRecord {
     expiredAt: num(row.expired_at),
     cancellingAt: num(row.cancelling_at),
     cancelledAt: num(row.cancelled_at),
+    outputExpiresAfterMs: num(row.output_expires_after_ms),
   };
+}
+
+/** The row of a batch as created, its lines holding `lineBytes` of the account's storage while it runs. */
+export function batchRow(batch: BatchRecord, lineBytes: number) {
+  return {
+    id: batch.id,
+    account_id: batch.accountId,
+    key_id: batch.keyId,
+    endpoint: batch.endpoint,
+    input_file_id: batch.inputFileId,
+    completion_window: batch.completionWindow,
+    status: batch.status,
+    metadata: batch.metadata === null ? null : JSON.stringify(batch.metadata),
+    errors: batch.errors === null ? null : JSON.stringify(batch.errors),
+    output_file_id: null,
+    error_file_id: null,
+    total: batch.total,
+    completed: 0,
+    failed: 0,
+    concurrency: batch.concurrency,
+    created_at: batch.createdAt,
+    in_progress_at: batch.inProgressAt,
+    expires_at: batch.expiresAt,
+    finalizing_at: null,
+    completed_at: null,
+    failed_at: batch.failedAt,
+    expired_at: null,
+    cancelling_at: null,
+    cancelled_at: null,
+    lease_owner: null,
+    lease_expires_at: null,
+    line_bytes: lineBytes,
+    output_expires_after_ms: batch.outputExpiresAfterMs,
+  };
+}
+
+/** Stores lines of a batch, several rows per statement. */
+export async function insertLines(trx: Kysely<Database>, id: string, lines: BatchLine[]): Promise<void> {
+  // Several rows per statement: SQLite takes at most 32,766 parameters, 4 per line here.
+  for (let i = 0; i < lines.length; i += 500) {
+    const values = lines.slice(i, i + 500).map((l) => ({ batch_id: id, line: l.line, custom_id: l.customId, body: l.body, state: "pending", result: null }));
+    await trx.insertInto("batch_lines").values(values).execute();
+  }
 }
 
 /** Thrown inside a transaction to roll it back: the line was already written, or the lease is no longer ours. */
@@ -114,42 +160,8 @@ export class BatchesRepo {
   /** The batch and its lines in one transaction. */
   async insert(batch: BatchRecord, lines: BatchLine[]): Promise<void> {
     await this.db.transaction().execute(async (trx) => {
-      await trx
-        .insertInto("batches")
-        .values({
-          id: batch.id,
-          account_id: batch.accountId,
-          key_id: batch.keyId,
-          endpoint: batch.endpoint,
-          input_file_id: batch.inputFileId,
-          completion_window: batch.completionWindow,
-          status: batch.status,
-          metadata: batch.metadata === null ? null : JSON.stringify(batch.metadata),
-          errors: batch.errors === null ? null : JSON.stringify(batch.errors),
-          output_file_id: null,
-          error_file_id: null,
-          total: batch.total,
-          completed: 0,
-          failed: 0,
-          concurrency: batch.concurrency,
-          created_at: batch.createdAt,
-          in_progress_at: batch.inProgressAt,
-          expires_at: batch.expiresAt,
-          finalizing_at: null,
-          completed_at: null,
-          failed_at: batch.failedAt,
-          expired_at: null,
-          cancelling_at: null,
-          cancelled_at: null,
-          lease_owner: null,
-          lease_expires_at: null,
-        })
-        .execute();
-      // Several rows per statement: SQLite takes at most 32,766 parameters, 4 per line here.
-      for (let i = 0; i < lines.length; i += 500) {
-        const values = lines.slice(i, i + 500).map((l) => ({ batch_id: batch.id, line: l.line, custom_id: l.customId, body: l.body, state: "pending", result: null }));
-        await trx.insertInto("batch_lines").values(values).execute();
-      }
+      await trx.insertInto("batches").values(batchRow(batch, 0)).execute();
+      await insertLines(trx, batch.id, lines);
     });
   }
 
@@ -349,7 +361,8 @@ export class BatchesRepo {
           const rows = await trx.selectFrom("batch_lines").select("result").where("batch_id", "=", batch.id).where("state", "=", state).orderBy("line").execute();
           if (rows.length === 0) return null;
           const content = Buffer.from(rows.map((r) => `${r.result}\n`).join(""));
-          const file: FileRecord = { id: newFileId(), accountId: batch.accountId, keyId: batch.keyId, purpose: "batch_output", filename: `${batch.id}_${name}.jsonl`, bytes: content.length, createdAt: now };
+          const expiresAt = batch.outputExpiresAfterMs === null ? null : now + batch.outputExpiresAfterMs;
+          const file: FileRecord = { id: newFileId(), accountId: batch.accountId, keyId: batch.keyId, purpose: "batch_output", filename: `${batch.id}_${name}.jsonl`, bytes: content.length, createdAt: now, expiresAt };
           await files.insert(file, content);
           return file.id;
         };

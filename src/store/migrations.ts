@@ -281,6 +281,27 @@ const migrations: Record<string, Migration> = {
       for (const column of ["batch_requests", "batch_prompt_tokens", "batch_completion_tokens"]) await db.schema.alterTable("usage").dropColumn(column).execute();
     },
   },
+  "0010_file_storage_limits": {
+    async up(db: Kysely<any>) {
+      // Issue 42.7: uploads stream into an `uploading` row that reserves its bytes; files expire; a batch's lines
+      // count against its account's storage while it runs; a file keeps the validation errors batches got from it.
+      await db.schema.alterTable("files").addColumn("status", "text", (c) => c.notNull().defaultTo("processed")).execute();
+      await db.schema.alterTable("files").addColumn("expires_at", "bigint").execute();
+      await db.schema.alterTable("files").addColumn("batch_errors", "text").execute();
+      await db.schema.createIndex("files_expires_idx").on("files").column("expires_at").execute();
+      await db.schema.alterTable("batches").addColumn("line_bytes", "bigint", (c) => c.notNull().defaultTo(0)).execute();
+      await db.schema.alterTable("batches").addColumn("output_expires_after_ms", "bigint").execute();
+      await db.schema.createIndex("batches_line_bytes_idx").on("batches").column("line_bytes").execute();
+      // The batches made before: their lines count (and are reclaimed once they end) like a new batch's.
+      await sql`UPDATE batches SET line_bytes = COALESCE((SELECT bytes FROM files WHERE files.id = batches.input_file_id), 1) WHERE total > 0`.execute(db);
+    },
+    async down(db: Kysely<any>) {
+      await db.schema.dropIndex("files_expires_idx").execute();
+      await db.schema.dropIndex("batches_line_bytes_idx").execute();
+      for (const column of ["status", "expires_at", "batch_errors"]) await db.schema.alterTable("files").dropColumn(column).execute();
+      for (const column of ["line_bytes", "output_expires_after_ms"]) await db.schema.alterTable("batches").dropColumn(column).execute();
+      },
+    },
   "0011_console_links_and_oidc_subjects": {
     async up(db: Kysely<any>) {
       // Issue 42.8: a reset link names its user by id (it used to find them by email when accepted); 42.9: a reset

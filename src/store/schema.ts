@@ -163,8 +163,15 @@ export interface FilesTable {
   /** `batch` (uploaded) or `batch_output` (a batch's output and error files). */
   purpose: string;
   filename: string;
+  /** While uploading: the bytes reserved against the account's storage; then the file's size. */
   bytes: number;
   created_at: number;
+  /** `uploading` (its chunks are being written; never listed or read) or `processed` (migration 0010). */
+  status: Generated<string>;
+  /** When the file disappears from listings and reads and is reclaimed; null: never (migration 0010). */
+  expires_at: number | null;
+  /** JSON: the validation errors a batch created from this file got, by endpoint, so it is not read again. */
+  batch_errors: string | null;
 }
 
 /** A file's bytes in chunks of at most `fileChunkBytes`, in `seq` order. */
@@ -206,6 +213,10 @@ export interface BatchesTable {
   cancelled_at: number | null;
   lease_owner: string | null;
   lease_expires_at: number | null;
+  /** The storage the batch's lines take while it is not final: its input file's size (migration 0010). */
+  line_bytes: Generated<number>;
+  /** How long its output and error files live after they are made, in ms; null: for ever (migration 0010). */
+  output_expires_after_ms: number | null;
 }
 
 /** One line of a batch's input, and its result once it has run (written with the mark of completion). */

@@ -18,6 +18,7 @@ import { InvitesRepo } from "./invites.repo.ts";
 import { ConsoleSessionsRepo } from "./console-sessions.repo.ts";
 import { FilesRepo } from "./files.repo.ts";
 import { BatchesRepo } from "./batches.repo.ts";
+import { BatchIntakeRepo } from "./batch-intake.repo.ts";
 
 export interface Store {
   readonly dialect: "sqlite" | "postgres";
@@ -33,6 +34,8 @@ export interface Store {
   /** The Batch API's files (chunked bytes) and batches (lines, results, leases). */
   readonly files: FilesRepo;
   readonly batches: BatchesRepo;
+  /** A batch's creation (validating, page by page) and the reclaim of its lines once it ended. */
+  readonly batchIntake: BatchIntakeRepo;
   /** Runs `fn` in one transaction over repos bound to it: all of its writes land, or none. */
   transaction<T>(fn: (tx: StoreTransaction) => Promise<T>): Promise<T>;
   /** HMAC secret for key hashes (config keySecret or <dataDir>/secret), checked against the database's check value. */
@@ -127,6 +130,7 @@ export async function openStore(config: AppConfig, log: FastifyBaseLogger, optio
     sessions: new ConsoleSessionsRepo(db),
     files: new FilesRepo(db),
     batches: new BatchesRepo(db),
+    batchIntake: new BatchIntakeRepo(db),
     transaction: (fn) =>
       db.transaction().execute((trx) =>
         fn({ accounts: new AccountsRepo(trx), keys: new KeysRepo(trx), audit: new AuditRepo(trx), users: new UsersRepo(trx), invites: new InvitesRepo(trx), sessions: new ConsoleSessionsRepo(trx) }),

@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import type { FastifyInstance } from "fastify";
 import type { AuthContext } from "../../auth/auth-context.ts";
 import { grantsEndpoint } from "../../auth/key-grants.ts";
 import type { Endpoint } from "../../config/config.schema.ts";
@@ -13,9 +14,15 @@ export const endpointOfBatch: Record<BatchEndpoint, Endpoint> = { "/v1/chat/comp
  * an endpoint a batch can run, chat or embeddings. Creating a batch needs the scope of the batch's own endpoint, and
  * every line is checked again when it runs (the key as the store holds it then: revoked, its lines fail).
  */
-export function assertBatchAccess(auth: AuthContext, deployment: string): void {
+function assertBatchAccess(auth: AuthContext, deployment: string): void {
   if (grantsEndpoint(auth, "chat", deployment) || grantsEndpoint(auth, "embeddings", deployment)) return;
   throw new AppError("model_not_in_plan", { param: null, message: "This key's plan includes neither the chat nor the embeddings endpoint, which the Batch API runs." });
+}
+
+/** Every route of the scope (the files' and the batches') checks the key's access to the Batch API first. */
+export function requireBatchAccess(app: FastifyInstance): void {
+  const deployment = app.ctx.config.deployment;
+  app.addHook("preHandler", async (request) => assertBatchAccess(request.auth!, deployment));
 }
 
 /** `file-…` and `batch_…`, as OpenAI's ids look; 24 random characters. */
@@ -23,8 +30,17 @@ export function newId(prefix: string): string {
   return `${prefix}${randomBytes(18).toString("base64url")}`;
 }
 
-export function notFound(what: "file" | "batch", id: string, param: string): AppError {
-  return new AppError("model_not_found", { param, message: `No such ${what}: '${id}'.` });
+const idParams = { file: "file_id", batch: "batch_id" } as const;
+
+/**
+ * The caller's file or batch that a lookup found, or the 404 every miss gets (another account's, an expired file or
+ * none at all look the same): §7's one 404 code, `param` the id's (`file_id`, `batch_id`, or `param` when the id
+ * came in another field).
+ */
+export async function foundOr404<T>(what: "file" | "batch", id: string, lookup: Promise<T | null | false>, param: string = idParams[what]): Promise<T> {
+  const found = await lookup;
+  if (found === null || found === false) throw new AppError("model_not_found", { param, message: `No such ${what}: '${id}'.` });
+  return found;
 }
 
 export const seconds = (ms: number | null): number | null => (ms === null ? null : Math.floor(ms / 1000));

@@ -1,18 +1,13 @@
-import { Type } from "@sinclair/typebox";
+import { Type, type TSchema } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
-import { grantsEndpoint } from "../../auth/key-grants.ts";
-import { AppError } from "../../errors/app-error.ts";
 import { errorResponses } from "../../errors/error.schema.ts";
 import { toAppError } from "../../errors/to-app-error.ts";
 import type { BatchRecord } from "../../store/batches.repo.ts";
 import { ChatCompletionRequest } from "../chat/chat.schema.ts";
 import { EmbeddingsRequest } from "../embeddings/embeddings.schema.ts";
-import { assertBatchAccess, endpointOfBatch, newId, notFound, seconds } from "./batch-access.ts";
-import { parseBatchInput } from "./batch-input.ts";
+import { foundOr404, requireBatchAccess, seconds } from "./batch-access.ts";
+import { createBatch } from "./batch-create.ts";
 import { BatchList, BatchListQuery, BatchObject, CreateBatchRequest, IdParams, type BatchEndpoint } from "./batches.schema.ts";
-
-/** The completion window ("24h", the only one the API takes). */
-const completionWindowMs = 24 * 3_600_000;
 
 export function batchObject(b: BatchRecord): BatchObject {
   return {
@@ -40,12 +35,24 @@ export function batchObject(b: BatchRecord): BatchObject {
 }
 
 const batchErrors = errorResponses(400, 401, 403, 404, 429, 500, 503);
-const bodySchemas = { "/v1/chat/completions": ChatCompletionRequest, "/v1/embeddings": EmbeddingsRequest } as const;
+/** What Fastify's validator compiler (Ajv) makes of a schema. */
+type BodyValidator = { (body: unknown): boolean; errors?: unknown[] | null };
+
+const bodySchemas: Record<BatchEndpoint, TSchema> = { "/v1/chat/completions": Type.Ref(ChatCompletionRequest), "/v1/embeddings": Type.Ref(EmbeddingsRequest) };
 
 /** POST/GET /v1/batches, GET /v1/batches/{id}, POST /v1/batches/{id}/cancel; the lines run in the BatchRunner. */
 export default async function batchesRoutes(app: FastifyInstance): Promise<void> {
+  requireBatchAccess(app);
   const store = () => app.keyStore;
-  const deployment = app.ctx.config.deployment;
+  // Each endpoint's own body schema, compiled by the validator compiler of its route (defaults filled in) once the
+  // server is ready: a compile takes tens of milliseconds, which no request should wait for.
+  const validators = new Map<BatchEndpoint, BodyValidator>();
+  app.addHook("onReady", async () => {
+    const compile = app.validatorCompiler!;
+    for (const [endpoint, schema] of Object.entries(bodySchemas)) {
+      validators.set(endpoint as BatchEndpoint, compile({ schema, method: "POST", url: "/v1/batches", httpPart: "body" }) as BodyValidator);
+    }
+  });
 
   app.post<{ Body: CreateBatchRequest }>(
     "/batches",
@@ -55,56 +62,14 @@ export default async function batchesRoutes(app: FastifyInstance): Promise<void>
         tags: ["batches"],
         summary: "Create a batch from an uploaded file; every line is validated first (a bad line: status failed, errors.data[].line)",
         body: Type.Ref(CreateBatchRequest),
-        response: { 200: Type.Ref(BatchObject), ...batchErrors },
+        response: { 200: Type.Ref(BatchObject), ...errorResponses(400, 401, 403, 404, 413, 429, 500, 503) },
       },
     },
     async (request) => {
-      const auth = request.auth!;
-      const { input_file_id, endpoint } = request.body;
-      if (!grantsEndpoint(auth, endpointOfBatch[endpoint], deployment)) {
-        throw new AppError("model_not_in_plan", { param: "endpoint", message: `This key's plan does not include the ${endpointOfBatch[endpoint]} endpoint.` });
-      }
-      const file = await store().files.get(auth.accountId, input_file_id);
-      if (!file) throw notFound("file", input_file_id, "input_file_id");
-      if (file.purpose !== "batch") throw new AppError("invalid_parameter", { param: "input_file_id", message: `The file '${input_file_id}' has purpose '${file.purpose}', not 'batch'.` });
-      // The endpoint's own body schema, compiled by the same validator as its route (defaults filled in).
-      const validator = request.compileValidationSchema(Type.Ref(bodySchemas[endpoint]));
-      const parsed = parseBatchInput(await store().files.content(file.id), endpoint, (body) => {
-        if (validator(body)) return null;
-        return toAppError({ validation: validator.errors }).appError;
-      });
-      const now = Date.now();
-      const failed = parsed.errors.length > 0;
-      const parallel = [...parsed.models].map((m) => app.ctx.catalog.find(m)?.entry.parallel ?? 1);
-      const batch: BatchRecord = {
-        id: newId("batch_"),
-        accountId: auth.accountId,
-        keyId: auth.keyId,
-        endpoint,
-        inputFileId: file.id,
-        completionWindow: request.body.completion_window,
-        status: failed ? "failed" : "in_progress",
-        metadata: request.body.metadata ?? null,
-        errors: failed ? parsed.errors : null,
-        outputFileId: null,
-        errorFileId: null,
-        total: failed ? 0 : parsed.lines.length,
-        completed: 0,
-        failed: 0,
-        concurrency: Math.max(1, ...parallel),
-        createdAt: now,
-        inProgressAt: failed ? null : now,
-        expiresAt: now + completionWindowMs,
-        finalizingAt: null,
-        completedAt: null,
-        failedAt: failed ? now : null,
-        expiredAt: null,
-        cancellingAt: null,
-        cancelledAt: null,
-      };
-      await store().batches.insert(batch, failed ? [] : parsed.lines);
-      if (!failed) app.batchRunner?.wake();
-      return batchObject(batch);
+      const validator = validators.get(request.body.endpoint)!;
+      const validate = (body: Record<string, unknown>) => (validator(body) ? null : toAppError({ validation: validator.errors }).appError);
+      const deps = { ctx: app.ctx, store: store(), wake: () => app.batchRunner?.wake() };
+      return batchObject(await createBatch(deps, request.auth!, request.body, validate));
     },
   );
 
@@ -113,7 +78,6 @@ export default async function batchesRoutes(app: FastifyInstance): Promise<void>
     { schema: { operationId: "listBatches", tags: ["batches"], summary: "The account's batches, newest first", querystring: BatchListQuery, response: { 200: Type.Ref(BatchList), ...batchErrors } } },
     async (request) => {
       const auth = request.auth!;
-      assertBatchAccess(auth, deployment);
       const limit = Number(request.query.limit ?? 20);
       const rows = await store().batches.list(auth.accountId, { limit: limit + 1, after: request.query.after });
       const data = rows.slice(0, limit).map(batchObject);
@@ -124,13 +88,7 @@ export default async function batchesRoutes(app: FastifyInstance): Promise<void>
   app.get<{ Params: { id: string } }>(
     "/batches/:id",
     { schema: { operationId: "retrieveBatch", tags: ["batches"], summary: "A batch of the account, with its status and request_counts", params: IdParams, response: { 200: Type.Ref(BatchObject), ...batchErrors } } },
-    async (request) => {
-      const auth = request.auth!;
-      assertBatchAccess(auth, deployment);
-      const batch = await store().batches.get(auth.accountId, request.params.id);
-      if (!batch) throw notFound("batch", request.params.id, "batch_id");
-      return batchObject(batch);
-    },
+    async (request) => batchObject(await foundOr404("batch", request.params.id, store().batches.get(request.auth!.accountId, request.params.id))),
   );
 
   app.post<{ Params: { id: string } }>(
@@ -145,10 +103,7 @@ export default async function batchesRoutes(app: FastifyInstance): Promise<void>
       },
     },
     async (request) => {
-      const auth = request.auth!;
-      assertBatchAccess(auth, deployment);
-      const batch = await store().batches.requestCancel(auth.accountId, request.params.id, Date.now());
-      if (!batch) throw notFound("batch", request.params.id, "batch_id");
+      const batch = await foundOr404("batch", request.params.id, store().batches.requestCancel(request.auth!.accountId, request.params.id, Date.now()));
       if (batch.status === "cancelling") await app.batchRunner?.cancel(batch.id);
       return batchObject(batch);
     },

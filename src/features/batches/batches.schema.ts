@@ -12,7 +12,7 @@ export const FileObject = Type.Object(
     filename: Type.String(),
     purpose: Type.Union([Type.Literal("batch"), Type.Literal("batch_output")]),
     status: Type.Literal("processed"),
-    expires_at: Type.Null(),
+    expires_at: Nullable(Type.Integer({ description: "Unix seconds; after it the file is gone (null: kept until deleted)" })),
     status_details: Type.Null(),
   },
   { $id: "FileObject" },
@@ -41,11 +41,16 @@ export const FileListQuery = Type.Object(
 );
 export type FileListQuery = Static<typeof FileListQuery>;
 
-/** The fields of POST /v1/files (multipart): read part by part by files.route.ts. */
+/** `expires_after` of a file (OpenAI's bounds: 1 hour to 30 days after its creation). */
+export const expiresAfterSeconds = { minimum: 3600, maximum: 2_592_000 } as const;
+
+/** The fields of POST /v1/files (multipart): read part by part by file-upload.ts. */
 export const FileUploadForm = Type.Object(
   {
     purpose: Type.Literal("batch", { description: "Only `batch` is accepted" }),
     file: Type.String({ format: "binary", description: "JSONL, one request per line" }),
+    "expires_after[anchor]": Type.Optional(Type.Literal("created_at", { description: "With expires_after[seconds]: when the file expires" })),
+    "expires_after[seconds]": Type.Optional(Type.Integer({ ...expiresAfterSeconds, description: "Seconds after its creation (default batches.fileExpiry)" })),
   },
   { additionalProperties: false },
 );
@@ -65,6 +70,10 @@ export const CreateBatchRequest = Type.Object(
     endpoint: BatchEndpoint,
     completion_window: Type.Literal("24h"),
     metadata: Type.Optional(Nullable(Metadata)),
+    /** When the output and error files expire (default batches.outputExpiry). */
+    output_expires_after: Type.Optional(
+      Type.Object({ anchor: Type.Literal("created_at"), seconds: Type.Integer(expiresAfterSeconds) }, { additionalProperties: false }),
+    ),
   },
   { $id: "CreateBatchRequest", additionalProperties: false },
 );
