@@ -13,6 +13,7 @@ import { parseCidr } from "./cidr.ts";
 import { interpolateEnv } from "./env-interpolation.ts";
 import { applyEnvironment } from "./env-settings.ts";
 import { generateTokenHint, weakTokenReason } from "./token-strength.ts";
+import { defaultCacheMemoryBytes, resolveModelCache, resolvePlanCache } from "./cache-config.ts";
 
 export class ConfigError extends Error {
   constructor(message: string) {
@@ -80,6 +81,7 @@ const builtInDefaultPlan: Plan = {
   accountTokenLimit: null,
   quota: null,
   budget: null,
+  cache: null,
 };
 
 function parseText(text: string, file: string): unknown {
@@ -153,6 +155,7 @@ function resolvePlan(name: string, plan: PlanConfig): Plan {
     accountTokenLimit: plan.accountTokenLimit ? { tokens: plan.accountTokenLimit.tokens, windowMs: parseDuration(plan.accountTokenLimit.window) } : null,
     quota: plan.quota ? { tokens: plan.quota.tokens, period: plan.quota.period } : null,
     budget: plan.budget ? { amountMicro: configMoney(plan.budget.amount, `plans.${name}.budget.amount`), period: plan.budget.period } : null,
+    cache: resolvePlanCache(plan.cache),
   };
 }
 
@@ -207,6 +210,7 @@ export function resolveModel(model: ModelConfigInput, ctx: ModelContext): ModelE
     dtype: model.dtype ?? null,
     defaults: model.defaults ?? {},
     maxInputTokens: model.maxInputTokens ?? null,
+    cache: resolveModelCache(model.cache),
     pricing: model.pricing
       ? { input: configMoney(model.pricing.input, `${file}: models[${index}].pricing.input`), output: configMoney(model.pricing.output, `${file}: models[${index}].pricing.output`) }
       : null,
@@ -307,6 +311,7 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
     redisUrl: process.env.REDIS_URL || input.redis?.url || null,
     redisOnError: input.redis?.onError ?? "open",
     staleIfErrorMs: parseDuration(input.store?.staleIfError ?? "5m"),
+    cache: { maxBytes: input.cache?.maxBytes ?? defaultCacheMemoryBytes },
     batches: { leaseMs: parseDuration(input.batches?.leaseTtl ?? "30s"), pollMs: parseDuration(input.batches?.pollInterval ?? "1s") },
     anonymousRateLimit: input.anonymousRateLimit
       ? { requests: input.anonymousRateLimit.requests, windowMs: parseDuration(input.anonymousRateLimit.window), ipv6Prefix: input.anonymousRateLimit.ipv6Prefix ?? 64 }
