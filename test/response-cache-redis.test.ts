@@ -107,6 +107,8 @@ test("issue 45.2 cache: Redis down: the cache is bypassed, requests are still se
     assert.equal(res.cache, "bypass");
     assert.ok(res.json.choices[0].message.content.length > 0);
   }
+  assert.ok(lines.filter((l) => l.msg === "request" && (l as { cache?: string }).cache === "bypass").length >= 8, "the access lines say bypass");
+  assert.ok(lines.some((l) => l.msg === "request" && (l as { cache?: string }).cache === "hit"), "and hit before the outage");
   const cacheLines = () => lines.filter((l) => /response cache/.test(l.msg) && l.level >= 40);
   assert.deepEqual(cacheLines().map((l) => l.msg), ["redis unreachable: the response cache is bypassed until it returns"]);
 

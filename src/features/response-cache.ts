@@ -70,7 +70,8 @@ export async function consultCache(ctx: AppContext, request: RequestContext, mod
         if (!ctx.responseCache.put(model, key, { v: entryVersion, at: Date.now(), ...entry }, ttlMs, maxEntryBytes)) request.log.debug({ model }, "response cache: the answer is over maxEntryBytes; not stored");
       };
   if (directives.noCache) return decided(ctx, request, model, { status: "bypass", hit: null, save });
-  const found = await ctx.responseCache.get(model, key, maxEntryBytes);
+  // Read within the model's bound: a plan's lower maxEntryBytes limits what its requests store, not what they read.
+  const found = await ctx.responseCache.get(model, key, modelCache.maxEntryBytes);
   // The store is away: no entry is read or written until it answers again (it logged that once).
   if (found === "unavailable") return decided(ctx, request, model, { status: "bypass", hit: null, save: null });
   const hit = validEntry(found, ttlMs);
