@@ -14,7 +14,7 @@ const stories = (id: string, cache?: Record<string, unknown>) => ({
   id,
   engine: "llama",
   source: path.join(modelsDir, "stories260K.gguf"),
-  capabilities: ["chat"],
+  capabilities: ["chat", "logprobs"],
   contextSize: 256,
   parallel: 1,
   threads: 1,
@@ -105,6 +105,19 @@ test("issue 45.2 cache: the openai client gets byte-identical choices on a hit, 
   const plain = await chat(key, { ...streamParams, stream: false, stream_options: undefined });
   assert.equal(plain.cache, "hit");
   assert.equal(plain.json.choices[0].message.content, text);
+});
+
+test("issue 45.2 cache: logprobs are replayed exactly, streamed and not", async () => {
+  const { key } = await srv.createKey({ plan: "cached" });
+  const body = chatBody("stories", fresh(), { logprobs: true, top_logprobs: 2 });
+  const miss = await chat(key, body);
+  const hit = await chat(key, body);
+  assert.deepEqual([miss.cache, hit.cache], ["miss", "hit"]);
+  assert.ok(miss.json.choices[0].logprobs.content.length > 0);
+  assert.equal(JSON.stringify(hit.json.choices), JSON.stringify(miss.json.choices));
+  const streamed = await readSse(await srv.post("/v1/chat/completions", { ...body, stream: true }, { key }));
+  const tokens = streamed.events.flatMap((e) => e.choices[0]?.logprobs?.content ?? []);
+  assert.deepEqual(tokens, miss.json.choices[0].logprobs.content, "the same tokens and alternatives, streamed");
 });
 
 test("issue 45.2 cache: the hit ratio and the cached usage column add up (charge none: a hit is recorded with no tokens)", async () => {
