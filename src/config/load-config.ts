@@ -7,13 +7,13 @@ import type { AppConfig, ConsoleSettings, InputLimits, LlamaSettings, ModelEntry
 import type { EngineKinds } from "./engine-kinds.ts";
 import { parseDuration } from "./duration.ts";
 import { parseMoney } from "./money.ts";
+import { defaultCacheMemoryBytes, resolveModelCache, resolvePlanCache } from "./cache-config.ts";
 import { isHubRef, localPathForHubRef, parseHubRef } from "./hub-ref.ts";
 import { defaultCatalog } from "./default-catalog.ts";
 import { parseCidr } from "./cidr.ts";
 import { interpolateEnv } from "./env-interpolation.ts";
 import { applyEnvironment } from "./env-settings.ts";
 import { generateTokenHint, weakTokenReason } from "./token-strength.ts";
-import { defaultCacheMemoryBytes, resolveModelCache, resolvePlanCache } from "./cache-config.ts";
 
 export class ConfigError extends Error {
   constructor(message: string) {

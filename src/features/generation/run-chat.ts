@@ -7,11 +7,11 @@ import type { SseStream } from "../../http/sse.ts";
 import type { Lease } from "../../scheduler/runner-types.ts";
 import { runInference } from "../inference.ts";
 import type { RequestContext } from "../request-context.ts";
-import { consultCache, type CachedGeneration } from "../response-cache.ts";
 import { Accumulator } from "./accumulator.ts";
-import { GenerationRecording, replayedOutput } from "./cached-generation.ts";
 import { GenerationTimer } from "./generation-timer.ts";
 import { StreamBatcher, type OutputDelta } from "./stream-batcher.ts";
+import { consultCache, type CachedGeneration } from "../response-cache.ts";
+import { GenerationRecording, replayedOutput } from "./cached-generation.ts";
 
 /*
  * A chat generation run through the scheduler, for every wire format that generates (chat completions, the

@@ -7,15 +7,16 @@ import { ratioRow, type BenchRow } from "./bench-row.ts";
 import { cpuMs, runNode } from "./processes.ts";
 
 /**
- * Issue 45: routing between models. Every server and load generator is its own process, the sides alternate within
- * each run, and each figure is the median of RUNS runs (min–max in the table).
+ * Issue 45.2, the response cache (`npm run bench -- routing` runs it with the routes' bench, routing-routes). Every
+ * server and load generator is its own process, the sides alternate within each run, and each figure is the median
+ * of RUNS runs (min–max in the table).
  */
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const SECONDS = 5;
 const client = path.join(import.meta.dirname, "clients", "cache-client.mjs");
 
-export default async function routingBench(): Promise<BenchRow[]> {
-  return [...(await responseCacheRows())];
+export default function routingCacheBench(): Promise<BenchRow[]> {
+  return responseCacheRows();
 }
 
 interface CacheRun {
@@ -28,7 +29,7 @@ interface CacheRun {
 }
 
 /**
- * Issue 45.2, the response cache, with the in-process store:
+ * The response cache with the in-process store:
  * - CPU per request of `modelgate serve` (Linux /proc) answering hits (one deterministic request over and over)
  *   against misses (a new prompt each time, generated through `upstream` by the canned upstream and stored), 16
  *   connections of bench/clients/cache-client.mjs each;
