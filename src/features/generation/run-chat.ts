@@ -10,7 +10,7 @@ import type { RequestContext } from "../request-context.ts";
 import { Accumulator } from "./accumulator.ts";
 import { GenerationTimer } from "./generation-timer.ts";
 import { StreamBatcher, type OutputDelta } from "./stream-batcher.ts";
-import { consultCache, type CachedGeneration } from "../response-cache.ts";
+import { consultCache, type CacheDecision, type CachedGeneration } from "../response-cache.ts";
 import { GenerationRecording, replayedOutput } from "./cached-generation.ts";
 
 /*
@@ -99,7 +99,7 @@ export interface ChatStreamWriter {
  * handler); after it, errors go to `writer.fail`, and an unexpected one is logged here, once, with the request id.
  */
 export async function streamChatTo(ctx: AppContext, request: RequestContext, model: string, req: ChatRequest, sse: SseStream, writer: ChatStreamWriter): Promise<void> {
-  let cache;
+  let cache: CacheDecision | null;
   try {
     cache = await consultCache(ctx, request, model, req);
   } catch (err) {
