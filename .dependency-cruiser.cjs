@@ -7,7 +7,7 @@
  * `forbidden` rule whose `to.pathNot` names what is allowed, so a violation names the layer it breaks. Dependencies
  * point down (docs/architecture.md draws the graph):
  *
- *   cli/ → server.ts → scopes/ → features/ (endpoints → generation/, inference.ts, request-context.ts) and plugins/
+ *   cli/ → server.ts → scopes/ → features/ (endpoints → generation/, inference.ts, request-context.ts, response-cache.ts) and plugins/
  *   features/, plugins/ → auth/ → keys/ → store/
  *   features/ → app-context.ts → catalog/ → scheduler/ → engines/ → audio/ → workers/
  *   beside them: metrics/ (reads the scheduler's stats), http/ (building blocks), telemetry/, config/ → errors/
@@ -99,7 +99,7 @@ module.exports = {
       from: { path: "^src/features/generation/" },
       to: {
         path: "^src/",
-        pathNot: `^src/features/(generation/|inference\\.ts$|request-context\\.ts$)|${within(["engines", "scheduler", "metrics", "http", "config", "errors"], ["app-context.ts"])}`,
+        pathNot: `^src/features/(generation/|inference\\.ts$|request-context\\.ts$|response-cache\\.ts$)|${within(["engines", "scheduler", "metrics", "http", "config", "errors"], ["app-context.ts"])}`,
       },
     },
     {

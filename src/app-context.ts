@@ -18,6 +18,8 @@ export interface AppContext {
   concurrency: ConcurrencyLimits;
   /** Token limits, quotas and budgets (issue 32): reserved at admission, settled after the run. */
   tokens: TokenGate;
+  /** The exact-match response cache's store (issue 45): Redis when configured, else this process's memory. */
+  responseCache: ResponseCache;
   /** Called on shutdown, in reverse order of registration. */
   onClose(fn: () => Promise<void> | void): void;
 }
@@ -62,4 +64,21 @@ export interface TokenGate {
    * (429 rate_limit_exceeded naming what is spent, with Retry-After); null when the plan meters nothing.
    */
   reserve(subject: MeterSubject, model: string, amount: TokenAmount, setHeaders?: (headers: Record<string, string>) => void): Promise<TokenReservation | null>;
+}
+
+/**
+ * The response cache's store (plugins/response-cache): JSON values under a key within a model, compressed, each
+ * living its own TTL; shared by the replicas through Redis when configured. Reads and writes never fail a request:
+ * a store that cannot answer says `unavailable`, and the request goes on without the cache.
+ */
+export interface ResponseCache {
+  /** The value under `key`, null when there is none, `unavailable` when the store cannot answer now. */
+  get(model: string, key: string, maxBytes: number): Promise<unknown | null | "unavailable">;
+  /**
+   * Stores `value` for `ttlMs` unless its JSON is larger than `maxBytes` (false then). The write is issued before
+   * this returns, so a later `get` on this node sees it; a failed write is the store's to count.
+   */
+  put(model: string, key: string, value: unknown, ttlMs: number, maxBytes: number): boolean;
+  /** Removes the entries of `model` (every model's when null), on every replica's shared store; resolves to how many. */
+  purge(model: string | null): Promise<number>;
 }

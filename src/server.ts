@@ -20,6 +20,7 @@ import { adminAuthPlugin } from "./auth/admin-auth.plugin.ts";
 import { revocationsPlugin } from "./plugins/revocations.ts";
 import { rateLimitPlugin } from "./plugins/rate-limit.ts";
 import { TokenMeter } from "./plugins/token-meter.ts";
+import { ResponseCacheStore } from "./plugins/response-cache/response-cache.ts";
 import { openStore } from "./store/store.ts";
 import { UsageRecorder } from "./store/usage-recorder.ts";
 import { registerOpenApi } from "./features/openapi/openapi-document.ts";
@@ -134,7 +135,9 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
     onStoreError: () => metrics.storeErrors.inc({ store: "redis" }),
   });
   closers.push(() => tokens.close());
-  const ctx: AppContext = { config, catalog, usage, streams, metrics, concurrency, tokens, onClose: (fn) => closers.push(fn) };
+  const responseCache = await ResponseCacheStore.create({ config, log: app.log, onStoreError: () => metrics.storeErrors.inc({ store: "redis" }) });
+  closers.push(() => responseCache.close());
+  const ctx: AppContext = { config, catalog, usage, streams, metrics, concurrency, tokens, responseCache, onClose: (fn) => closers.push(fn) };
   app.decorate("ctx", ctx);
   // The Batch API's worker: stopped first at shutdown (closers run in reverse), before the models and the store.
   const batchRunner = await BatchRunner.create(ctx, store, app.log.child({ component: "batches" }));

@@ -31,6 +31,25 @@ export interface Plan {
   quota: { tokens: number; period: "day" | "month" } | null;
   /** Spend per UTC day or month for the account, in micro-units of the config's currency (an account may override it). */
   budget: Budget | null;
+  /** The response cache for the plan's keys (issue 45); null: its keys never get or write entries. */
+  cache: PlanCache | null;
+}
+
+/** A plan's part of the response cache: `ttlMs` and `maxEntryBytes` (null: the model's) only shorten the model's. */
+export interface PlanCache {
+  ttlMs: number | null;
+  maxEntryBytes: number | null;
+  /** What a hit costs: `none` (default) records it with no tokens, `full` with the tokens of the answer. */
+  charge: "none" | "full";
+}
+
+/** A model's response cache (issue 45). */
+export interface ModelCache {
+  ttlMs: number;
+  /** Answers larger than this (their entry as JSON) are not stored. */
+  maxEntryBytes: number;
+  /** Entries are read by every account, not only the one that wrote them. */
+  shared: boolean;
 }
 
 export interface TokenLimit {
@@ -90,6 +109,8 @@ export interface ModelEntry {
   dtype: string | null;
   defaults: { temperature?: number; topP?: number };
   maxInputTokens: number | null;
+  /** The exact-match response cache; null: off. */
+  cache: ModelCache | null;
   /** Prices in micro-units of the config's currency per million tokens; null: not priced (spend 0). */
   pricing: { input: number; output: number } | null;
   /** Bounds on inputs that cost model time (see `defaultInputLimits`). */
@@ -170,6 +191,8 @@ export interface AppConfig {
   redisOnError: "open" | "closed";
   /** Keys seen valid keep working this long while the database is unreachable. */
   staleIfErrorMs: number;
+  /** The response cache's store: this process's memory, at most `maxBytes` (LRU), unless Redis is configured. */
+  cache: { maxBytes: number };
   /**
    * The Batch API runner: a node's lease on a batch lasts `leaseMs` unless renewed; idle nodes look every `pollMs`.
    * Uploads and outputs that name no expiry live `fileExpiryMs` and `outputExpiryMs` (null: until deleted).

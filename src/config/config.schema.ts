@@ -84,6 +84,36 @@ export const ConsoleConfig = Type.Object(
   { additionalProperties: false },
 );
 
+/** Largest answer the response cache stores (`maxEntryBytes`): 16 MiB. */
+export const maxCacheEntryBytes = 16 * 1024 * 1024;
+
+/**
+ * Issue 45: the exact-match response cache of a model (docs/routing.md#response-cache). Deterministic requests are
+ * answered from an entry written within `ttl`; an answer larger than `maxEntryBytes` (default 256 KiB, as JSON) is
+ * not stored; `shared` lets every account read the entries of every other (off: each account has its own).
+ */
+export const ModelCacheConfig = Type.Object(
+  {
+    ttl: Duration,
+    maxEntryBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: maxCacheEntryBytes })),
+    shared: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+
+/**
+ * A plan's part of the response cache: its keys get hits only when the plan has `cache` (and the model too). `ttl`
+ * and `maxEntryBytes` may only shorten the model's; `charge` is what a hit costs (default none: no tokens, no spend).
+ */
+export const PlanCacheConfig = Type.Object(
+  {
+    ttl: Type.Optional(Duration),
+    maxEntryBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: maxCacheEntryBytes })),
+    charge: Type.Optional(Type.Union([Type.Literal("none"), Type.Literal("full")])),
+  },
+  { additionalProperties: false },
+);
+
 export const PlanConfig = Type.Object(
   {
     rateLimit: Type.Optional(RateLimitConfig),
@@ -117,6 +147,8 @@ export const PlanConfig = Type.Object(
     quota: Type.Optional(Type.Object({ tokens: Type.Integer({ minimum: 1 }), period: MeterPeriod }, { additionalProperties: false })),
     /** Spend per UTC day or month for the account, in the config's `currency` (models' `pricing`); overridable per account. */
     budget: Type.Optional(Type.Object({ amount: Money, period: MeterPeriod }, { additionalProperties: false })),
+    /** The response cache for this plan's keys (issue 45; off unless set). */
+    cache: Type.Optional(PlanCacheConfig),
   },
   { additionalProperties: false },
 );
@@ -155,6 +187,8 @@ export const modelBaseProperties = {
   ),
   /** Prices per million tokens, in the config's `currency` (at most 6 decimals): spend, budgets. */
   pricing: Type.Optional(Type.Object({ input: Money, output: Money }, { additionalProperties: false })),
+  /** The exact-match response cache for this model (issue 45; off unless set). */
+  cache: Type.Optional(ModelCacheConfig),
   /** Longest embedding/rerank input in tokens; defaults to the model's own limit. */
   maxInputTokens: Type.Optional(Type.Integer({ minimum: 1 })),
   /** Bounds on request inputs that cost model time; over one, the request is a 400 naming the parameter. */
@@ -265,6 +299,8 @@ export const Config = Type.Object(
         { additionalProperties: false },
       ),
     ),
+    /** The response cache's store (issue 45): in-process memory up to `maxBytes` (LRU), or Redis when `redis.url` is set. */
+    cache: Type.Optional(Type.Object({ maxBytes: Type.Optional(Type.Integer({ minimum: 1 })) }, { additionalProperties: false })),
     /** The Batch API's runner: how long a node's lease on a batch lasts unless renewed, and how often idle nodes look for work. */
     batches: Type.Optional(
       Type.Object(

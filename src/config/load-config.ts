@@ -7,6 +7,7 @@ import type { AppConfig, ConsoleSettings, InputLimits, LlamaSettings, ModelEntry
 import type { EngineKinds } from "./engine-kinds.ts";
 import { parseDuration } from "./duration.ts";
 import { parseMoney } from "./money.ts";
+import { defaultCacheMemoryBytes, resolveModelCache, resolvePlanCache } from "./cache-config.ts";
 import { isHubRef, localPathForHubRef, parseHubRef } from "./hub-ref.ts";
 import { defaultCatalog } from "./default-catalog.ts";
 import { parseCidr } from "./cidr.ts";
@@ -82,6 +83,7 @@ const builtInDefaultPlan: Plan = {
   accountTokenLimit: null,
   quota: null,
   budget: null,
+  cache: null,
 };
 
 function parseText(text: string, file: string): unknown {
@@ -157,6 +159,7 @@ function resolvePlan(name: string, plan: PlanConfig): Plan {
     accountTokenLimit: plan.accountTokenLimit ? { tokens: plan.accountTokenLimit.tokens, windowMs: parseDuration(plan.accountTokenLimit.window) } : null,
     quota: plan.quota ? { tokens: plan.quota.tokens, period: plan.quota.period } : null,
     budget: plan.budget ? { amountMicro: configMoney(plan.budget.amount, `plans.${name}.budget.amount`), period: plan.budget.period } : null,
+    cache: resolvePlanCache(plan.cache),
   };
 }
 
@@ -211,6 +214,7 @@ export function resolveModel(model: ModelConfigInput, ctx: ModelContext): ModelE
     dtype: model.dtype ?? null,
     defaults: model.defaults ?? {},
     maxInputTokens: model.maxInputTokens ?? null,
+    cache: resolveModelCache(model.cache),
     pricing: model.pricing
       ? { input: configMoney(model.pricing.input, `${file}: models[${index}].pricing.input`), output: configMoney(model.pricing.output, `${file}: models[${index}].pricing.output`) }
       : null,
@@ -311,6 +315,7 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
     redisUrl: process.env.REDIS_URL || input.redis?.url || null,
     redisOnError: input.redis?.onError ?? "open",
     staleIfErrorMs: parseDuration(input.store?.staleIfError ?? "5m"),
+    cache: { maxBytes: input.cache?.maxBytes ?? defaultCacheMemoryBytes },
     batches: {
       leaseMs: parseDuration(input.batches?.leaseTtl ?? "30s"),
       pollMs: parseDuration(input.batches?.pollInterval ?? "1s"),

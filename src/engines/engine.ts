@@ -170,6 +170,11 @@ export interface EngineSupport {
    * and answers 503 overloaded past that, instead of letting a burst pile up before the queue.
    */
   expensivePrepare?: boolean;
+  /**
+   * True when a request's `seed` makes its sampling repeat exactly: the response cache (issue 45) then stores
+   * seeded requests at any temperature. Unset (an upstream, whose servers may not honour it): only temperature 0.
+   */
+  seededSampling?: boolean;
 }
 
 export type EndpointCapability = Extract<Capability, "chat" | "embeddings" | "rerank" | "transcriptions">;

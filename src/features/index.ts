@@ -26,6 +26,7 @@ import consoleSessionRoutes from "./console/console-session.route.ts";
 import consoleTotpRoutes from "./console/console-totp.route.ts";
 import consoleOidcRoutes from "./console/console-oidc.route.ts";
 import membersAdminRoutes from "./admin/members-admin.route.ts";
+import cacheAdminRoutes from "./admin/cache-admin.route.ts";
 import filesRoutes from "./batches/files.route.ts";
 import batchesRoutes from "./batches/batches.route.ts";
 import { batchesSchemas } from "./batches/batches.schema.ts";
@@ -36,7 +37,7 @@ type Routes = (app: FastifyInstance) => Promise<void>;
 export const v1Routes: Routes[] = [modelsRoutes, openapiRoutes, chatRoutes, responsesRoutes, embeddingsRoutes, transcriptionRoutes, rerankRoutes, tokenizeRoutes, filesRoutes, batchesRoutes];
 
 /** Routes under /admin/v1 (paths relative to it): the admin token or a console session, by role (src/scopes/admin.scope.ts). */
-export const adminRoutes: Routes[] = [adminRoutesOfAccounts, membersAdminRoutes, modelsAdminRoutes];
+export const adminRoutes: Routes[] = [adminRoutesOfAccounts, membersAdminRoutes, modelsAdminRoutes, cacheAdminRoutes];
 
 /** The web console: its page and files, sign-in, sessions, invites, TOTP and OIDC (src/scopes/console.scope.ts). */
 export const consoleRoutes: Routes[] = [consolePageRoutes, consoleSessionRoutes, consoleTotpRoutes, consoleOidcRoutes];

@@ -140,7 +140,7 @@ const unboundedCompletionTokens = 4096;
  * cap (`maxTokens`: max_tokens, else the plan's maxOutputTokens, else what the context window leaves; the model's
  * contextSize, else 4096, when nothing bounds it).
  */
-function defaultReservation(prepared: unknown, input: LimitedInput, contextSize: number | null): TokenAmount {
+export function defaultReservation(prepared: unknown, input: LimitedInput, contextSize: number | null): TokenAmount {
   const p = (prepared ?? {}) as { promptTokens?: number; maxTokens?: number };
   const promptTokens = p.promptTokens && p.promptTokens > 0 ? p.promptTokens : estimateTokens(input);
   let completionTokens = p.maxTokens ?? 0;

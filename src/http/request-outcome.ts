@@ -13,4 +13,6 @@ export interface RequestOutcome {
   started: number;
   /** The connection's bytes written before this response (keep-alive connections carry several). */
   writtenBefore: number;
+  /** What the response cache did (issue 45); null where it does not apply. */
+  cache: "hit" | "miss" | "bypass" | null;
 }

@@ -42,6 +42,9 @@ export class Metrics {
   readonly rateLimit: Counter<"plan" | "outcome">;
   readonly anonymousLimit: Counter<"outcome">;
   readonly tooLarge: Counter<"endpoint">;
+  /** Issue 45: generation requests the response cache applied to, by the model named and hit, miss or bypass. */
+  readonly cacheRequests: Counter<"model" | "result">;
+  private readonly cacheCounts = new Map<string, { series: Record<string, Counter.Internal>; hits: number; misses: number }>();
   readonly storeErrors: Counter<"store">;
   /** Issue 32: the share of each account's budget used in its current period (1 = spent), set at each reservation. */
   readonly budgetUsed: Gauge<"account">;
@@ -78,6 +81,18 @@ export class Metrics {
     this.rateLimit = new Counter({ name: "modelgate_rate_limit_decisions_total", help: "Rate-limit decisions for keys, by plan and outcome (allowed, limited)", labelNames: ["plan", "outcome"], registers });
     this.anonymousLimit = new Counter({ name: "modelgate_anonymous_limit_decisions_total", help: "Anonymous-limiter decisions (requests without a valid key), by outcome", labelNames: ["outcome"], registers });
     this.tooLarge = new Counter({ name: "modelgate_request_too_large_total", help: "Requests refused with 413", labelNames: ["endpoint"], registers });
+    this.cacheRequests = new Counter({ name: "modelgate_cache_requests_total", help: "Requests the response cache applied to, by model and result (hit, miss, bypass)", labelNames: ["model", "result"], registers });
+    const cacheCounts = this.cacheCounts;
+    new Gauge({
+      name: "modelgate_cache_hit_ratio",
+      help: "Response cache hits / (hits + misses) per model since start (bypasses not counted)",
+      labelNames: ["model"],
+      registers,
+      collect() {
+        this.reset();
+        for (const [model, c] of cacheCounts) if (c.hits + c.misses > 0) this.set({ model }, c.hits / (c.hits + c.misses));
+      },
+    });
     this.budgetUsed = new Gauge({ name: "modelgate_budget_used_ratio", help: "Share of the account's budget used in its current period (accounts with a budget)", labelNames: ["account"], registers });
     this.storeErrors = new Counter({ name: "modelgate_store_errors_total", help: "Failed calls to the shared stores (database, redis)", labelNames: ["store"], registers });
     this.batchLines = new Counter({ name: "modelgate_batch_lines_total", help: "Batch API lines run, by endpoint and outcome (completed, failed)", labelNames: ["endpoint", "outcome"], registers });
@@ -197,5 +212,17 @@ export class Metrics {
     const labels = this.perAccount ? { model, account } : { model };
     if (prompt > 0) this.promptTokens.inc(labels, prompt);
     if (completion > 0) this.completionTokens.inc(labels, completion);
+  }
+
+  /** One request the response cache applied to (the series are looked up once per model). */
+  cacheLookup(model: string, result: "hit" | "miss" | "bypass"): void {
+    let counts = this.cacheCounts.get(model);
+    if (!counts) {
+      const series = Object.fromEntries((["hit", "miss", "bypass"] as const).map((r) => [r, this.cacheRequests.labels({ model, result: r })]));
+      this.cacheCounts.set(model, (counts = { series, hits: 0, misses: 0 }));
+    }
+    counts.series[result].inc();
+    if (result === "hit") counts.hits++;
+    else if (result === "miss") counts.misses++;
   }
 }

@@ -59,6 +59,7 @@ export const observabilityPlugin = fp(
         recorded: false,
         started: performance.now(),
         writtenBefore: request.raw.socket?.bytesWritten ?? 0,
+        cache: null,
       };
       // A client that leaves before its answer ends (a stream cut short) gets no onResponse: its line says 499,
       // nginx's "client closed request".
@@ -106,6 +107,7 @@ export const observabilityPlugin = fp(
           endpoint: route.config?.endpoint,
           promptTokens: tokens ? outcome.promptTokens : undefined,
           completionTokens: tokens ? outcome.completionTokens : undefined,
+          cache: outcome.cache ?? undefined,
           ttftMs: outcome.ttftMs !== null ? Math.round(outcome.ttftMs * 10) / 10 : undefined,
           ms: Math.round(ms * 10) / 10,
           bytesIn: Number(request.headers["content-length"] ?? 0) || 0,

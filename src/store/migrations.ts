@@ -329,6 +329,15 @@ const migrations: Record<string, Migration> = {
       for (const column of ["user_id", "clears_totp"]) await db.schema.alterTable("invites").dropColumn(column).execute();
     },
   },
+  "0013_usage_cached_requests": {
+    async up(db: Kysely<any>) {
+      // Issue 45: requests answered from the response cache, a share of the row's requests (its own column).
+      await db.schema.alterTable("usage").addColumn("cached_requests", "bigint", (c) => c.notNull().defaultTo(0)).execute();
+    },
+    async down(db: Kysely<any>) {
+      await db.schema.alterTable("usage").dropColumn("cached_requests").execute();
+    },
+  },
 };
 
 /** Gives the entries written before 0004 their place in the chain; the append-only triggers are lifted meanwhile. */

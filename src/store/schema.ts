@@ -46,6 +46,8 @@ export interface UsageTable {
   batch_requests: Generated<number>;
   batch_prompt_tokens: Generated<number>;
   batch_completion_tokens: Generated<number>;
+  /** The share of the row's requests answered from the response cache (issue 45); their tokens are what was charged. */
+  cached_requests: Generated<number>;
 }
 
 /** Append-only (triggers refuse UPDATE and DELETE in both dialects): who did what to which account or key. */

@@ -66,7 +66,7 @@ export class UsageRecorder implements UsageSink {
         if (this.dropped++ === 0) this.log.error({ rows: maxPendingRows }, "usage buffer full while the database is unreachable; dropping new usage rows");
         return;
       }
-      delta = { keyId: event.keyId, accountId: event.accountId, model: event.model, endpoint: event.endpoint, day, requests: 0, promptTokens: 0, completionTokens: 0, batchRequests: 0, batchPromptTokens: 0, batchCompletionTokens: 0 };
+      delta = { keyId: event.keyId, accountId: event.accountId, model: event.model, endpoint: event.endpoint, day, requests: 0, promptTokens: 0, completionTokens: 0, batchRequests: 0, batchPromptTokens: 0, batchCompletionTokens: 0, cachedRequests: 0 };
       this.pending.set(id, delta);
     }
     const prompt = Math.max(0, Math.round(event.promptTokens || 0));
@@ -79,6 +79,7 @@ export class UsageRecorder implements UsageSink {
       delta.batchPromptTokens = (delta.batchPromptTokens ?? 0) + prompt;
       delta.batchCompletionTokens = (delta.batchCompletionTokens ?? 0) + completion;
     }
+    if (event.cached) delta.cachedRequests = (delta.cachedRequests ?? 0) + 1;
     if (++this.events >= flushAtEvents) void this.flush();
   }
 

@@ -10,6 +10,8 @@ export interface UsageEvent {
   completionTokens: number;
   /** A Batch API line (counted in the row's batch_* columns too). */
   batch?: boolean;
+  /** Answered from the response cache (issue 45; counted in the row's cached_requests too). */
+  cached?: boolean;
 }
 
 /** Takes usage off the hot path; implementations batch their writes. */

@@ -14,6 +14,8 @@ export interface UsageDelta {
   batchRequests?: number;
   batchPromptTokens?: number;
   batchCompletionTokens?: number;
+  /** The part of `requests` answered from the response cache. */
+  cachedRequests?: number;
 }
 
 export interface UsageRow {
@@ -25,6 +27,8 @@ export interface UsageRow {
   requests: number;
   promptTokens: number;
   completionTokens: number;
+  /** Of `requests`, those answered from the response cache (issue 45). */
+  cachedRequests: number;
 }
 
 export interface DailyUsageRow {
@@ -35,6 +39,7 @@ export interface DailyUsageRow {
   requests: number;
   promptTokens: number;
   completionTokens: number;
+  cachedRequests: number;
 }
 
 /**
@@ -78,6 +83,7 @@ export class UsageRepo {
             batch_requests: d.batchRequests ?? 0,
             batch_prompt_tokens: d.batchPromptTokens ?? 0,
             batch_completion_tokens: d.batchCompletionTokens ?? 0,
+            cached_requests: d.cachedRequests ?? 0,
           })
           .onConflict((oc) =>
             oc.columns(["key_id", "model", "endpoint", "day"]).doUpdateSet({
@@ -87,6 +93,7 @@ export class UsageRepo {
               batch_requests: sql`usage.batch_requests + excluded.batch_requests`,
               batch_prompt_tokens: sql`usage.batch_prompt_tokens + excluded.batch_prompt_tokens`,
               batch_completion_tokens: sql`usage.batch_completion_tokens + excluded.batch_completion_tokens`,
+              cached_requests: sql`usage.cached_requests + excluded.cached_requests`,
             }),
           )
           .execute();
@@ -113,6 +120,7 @@ export class UsageRepo {
         eb.fn.sum<number | string>("usage.requests").as("requests"),
         eb.fn.sum<number | string>("usage.prompt_tokens").as("prompt_tokens"),
         eb.fn.sum<number | string>("usage.completion_tokens").as("completion_tokens"),
+        eb.fn.sum<number | string>("usage.cached_requests").as("cached_requests"),
       ])
       .groupBy(["usage.account_id", "accounts.name", "usage.key_id", "usage.model", "usage.endpoint"]);
     if (accountId) query = query.where("usage.account_id", "=", accountId);
@@ -126,6 +134,7 @@ export class UsageRepo {
       requests: Number(r.requests),
       promptTokens: Number(r.prompt_tokens),
       completionTokens: Number(r.completion_tokens),
+      cachedRequests: Number(r.cached_requests),
     }));
   }
 
@@ -141,6 +150,7 @@ export class UsageRepo {
         eb.fn.sum<number | string>("usage.requests").as("requests"),
         eb.fn.sum<number | string>("usage.prompt_tokens").as("prompt_tokens"),
         eb.fn.sum<number | string>("usage.completion_tokens").as("completion_tokens"),
+        eb.fn.sum<number | string>("usage.cached_requests").as("cached_requests"),
       ])
       .groupBy(["usage.day", "usage.account_id", "usage.key_id", "usage.model"]);
     if (accountId) query = query.where("usage.account_id", "=", accountId);
@@ -153,6 +163,7 @@ export class UsageRepo {
       requests: Number(r.requests),
       promptTokens: Number(r.prompt_tokens),
       completionTokens: Number(r.completion_tokens),
+      cachedRequests: Number(r.cached_requests),
     }));
   }
 

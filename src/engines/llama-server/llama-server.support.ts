@@ -30,7 +30,7 @@ export const llamaServerOptions = (entry: ModelEntry): LlamaServerOptions => ent
  * reasoning; or, for an entry without chat, embeddings (`--embeddings`) or rerank (`--reranking`). Vision needs a
  * projector file this engine does not manage, so image inputs are refused with the capability 400.
  */
-const chatSupport: EngineSupport = { endpoints: ["chat"], features: ["tools", "json", "logprobs", "reasoning"], refuses: [] };
+const chatSupport: EngineSupport = { endpoints: ["chat"], features: ["tools", "json", "logprobs", "reasoning"], refuses: [], seededSampling: true };
 const embeddingsSupport: EngineSupport = { endpoints: ["embeddings"], features: [], refuses: [] };
 const rerankSupport: EngineSupport = { endpoints: ["rerank"], features: [], refuses: [] };
 

@@ -29,6 +29,7 @@ export const llamaOptions = (entry: ModelEntry): LlamaOptions => {
 export const llamaChatSupport: EngineSupport = {
   endpoints: ["chat", "embeddings"],
   features: ["tools", "json", "logprobs", "reasoning"],
+  seededSampling: true,
   refuses: [
     {
       features: ["tools", "json"],

@@ -88,7 +88,7 @@ export class LineRunner {
       const started = Date.now();
       const timers: NodeJS.Timeout[] = [];
       // Filled by the service with the tokens charged, once the line ran (features/inference.ts).
-      const outcome: RequestOutcome = { model: null, promptTokens: null, completionTokens: null, ttftMs: null, errorCode: null, recorded: false, started: performance.now(), writtenBefore: 0 };
+      const outcome: RequestOutcome = { model: null, promptTokens: null, completionTokens: null, ttftMs: null, errorCode: null, cache: null, recorded: false, started: performance.now(), writtenBefore: 0 };
       const tokens = () => (outcome.promptTokens ?? 0) + (outcome.completionTokens ?? 0);
       let status: number;
       let body: unknown;

@@ -10,6 +10,8 @@ import type { RequestContext } from "../request-context.ts";
 import { Accumulator } from "./accumulator.ts";
 import { GenerationTimer } from "./generation-timer.ts";
 import { StreamBatcher, type OutputDelta } from "./stream-batcher.ts";
+import { consultCache, type CacheDecision, type CachedGeneration } from "../response-cache.ts";
+import { GenerationRecording, replayedOutput } from "./cached-generation.ts";
 
 /*
  * A chat generation run through the scheduler, for every wire format that generates (chat completions, the
@@ -31,16 +33,26 @@ function completionMeter(lease: Lease): (pieces: number) => void {
   };
 }
 
-/** Runs a chat request to its end through the scheduler and collects its output (non-streaming wire formats). */
+/**
+ * Runs a chat request to its end through the scheduler and collects its output (non-streaming wire formats); a
+ * deterministic request may be answered from the response cache instead (response-cache.ts), before any of it.
+ */
 export async function collectChat(ctx: AppContext, request: RequestContext, model: string, chatReq: ChatRequest): Promise<CollectedChat> {
   const req = { ...chatReq, buffered: true };
+  const cache = await consultCache(ctx, request, model, req);
+  if (cache?.hit) return { output: replayedOutput(cache.hit), created: Math.floor(Date.now() / 1000) };
+  const recording = GenerationRecording.of(ctx, req, cache);
   let created = 0;
   const output = await runInference(ctx, request, {
     model,
     port: "chat",
     chat: req,
     input: { kind: "chat", req },
-    prepare: (port, signal) => port.prepareChat(req, signal),
+    prepare: async (port, signal) => {
+      const prepared = await port.prepareChat(req, signal);
+      recording?.prepared(model, prepared);
+      return prepared;
+    },
     promptTokens: (prepared) => prepared.promptTokens,
     run: async (port, prepared, signal, lease) => {
       created = Math.floor(Date.now() / 1000);
@@ -49,11 +61,15 @@ export async function collectChat(ctx: AppContext, request: RequestContext, mode
       const meter = completionMeter(lease);
       try {
         for await (const delta of port.chat(req, prepared, signal, lease)) {
-          if (delta.type !== "done") timer.piece();
+          if (delta.type !== "done") {
+            timer.piece();
+            recording?.add(delta);
+          }
           acc.add(delta);
           meter(acc.pieces);
         }
         timer.finish(acc.completionTokens);
+        recording?.complete(acc, request.outcome?.model ?? model);
       } catch (err) {
         if (!(err instanceof DeadlineExceeded)) throw err;
         acc.endAtDeadline(prepared.promptTokens);
@@ -83,6 +99,15 @@ export interface ChatStreamWriter {
  * handler); after it, errors go to `writer.fail`, and an unexpected one is logged here, once, with the request id.
  */
 export async function streamChatTo(ctx: AppContext, request: RequestContext, model: string, req: ChatRequest, sse: SseStream, writer: ChatStreamWriter): Promise<void> {
+  let cache: CacheDecision | null;
+  try {
+    cache = await consultCache(ctx, request, model, req);
+  } catch (err) {
+    sse.dispose();
+    throw err;
+  }
+  if (cache?.hit) return replayStream(cache.hit, writer);
+  const recording = GenerationRecording.of(ctx, req, cache);
   const failStream = (err: unknown) => {
     const { appError, unexpected, disconnected } = toAppError(err);
     // A client that left has no error code: nobody was answered one.
@@ -97,7 +122,10 @@ export async function streamChatTo(ctx: AppContext, request: RequestContext, mod
     const meter = completionMeter(lease);
     const timer = new GenerationTimer(ctx.metrics, model, request);
     let started = false;
-    const batcher = new StreamBatcher((delta) => writer.delta(delta));
+    const batcher = new StreamBatcher((delta) => {
+      recording?.add(delta);
+      writer.delta(delta);
+    });
     const finish = (reason: FinishReason) => {
       batcher.flush();
       writer.finish(reason, acc);
@@ -118,6 +146,8 @@ export async function streamChatTo(ctx: AppContext, request: RequestContext, mod
         started = true;
         writer.start();
       }
+      batcher.flush();
+      recording?.complete(acc, request.outcome?.model ?? model);
       finish(acc.finishReason ?? "stop");
       timer.finish(acc.completionTokens);
     } catch (err) {
@@ -143,7 +173,11 @@ export async function streamChatTo(ctx: AppContext, request: RequestContext, mod
       port: "chat",
       chat: req,
       input: { kind: "chat", req },
-      prepare: (port, signal) => port.prepareChat(req, signal),
+      prepare: async (port, signal) => {
+        const prepared = await port.prepareChat(req, signal);
+        recording?.prepared(model, prepared);
+        return prepared;
+      },
       promptTokens: (prepared) => prepared.promptTokens,
       // Waiting in the queue: `: keep-alive` comments every 15 s keep proxies from closing the connection.
       onQueued: () => sse.keepAliveUntilFirstFrame(),
@@ -155,4 +189,11 @@ export async function streamChatTo(ctx: AppContext, request: RequestContext, mod
     sse.dispose();
     throw err;
   }
+}
+
+/** A hit into a wire format's stream writer: the miss's events, in its order and coalescing, then its end. */
+function replayStream(hit: CachedGeneration, writer: ChatStreamWriter): void {
+  writer.start();
+  for (const delta of hit.deltas) writer.delta(delta);
+  writer.finish(hit.finishReason, replayedOutput(hit));
 }

@@ -21,6 +21,10 @@ export async function connectFailFast(url: string, commandTimeoutMs: number, scr
     // No ready check: after a partition, a connection that TCP accepted but Redis never answers would hang in
     // its ready check for seconds; without one, commands time out on it and it is replaced (the stores' `timed`).
     enableReadyCheck: false,
+    // Without a ready check, ioredis 5.9 marks a reconnection ready once its CLIENT SETINFO calls settle, even when
+    // the socket closed meanwhile (a Redis refusing connections): the client then stays "ready" on a dead socket and
+    // never reconnects (redis/ioredis#2099). No SETINFO, no window.
+    disableClientInfo: true,
     // Reconnect quickly, so limits come back within a second of Redis returning.
     retryStrategy: (attempt) => Math.min(50 * attempt, 250),
   });
