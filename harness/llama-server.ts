@@ -45,7 +45,7 @@ export async function startLlamaServer(model: string, args: string[] = []): Prom
   const origin = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`llama-server exited with ${child.exitCode}:\n${log}`);
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`llama-server exited with ${child.exitCode ?? child.signalCode}:\n${log}`);
     const ok = await fetch(`${origin}/health`).then((r) => r.ok, () => false);
     if (ok) break;
     if (Date.now() > deadline) {
@@ -59,7 +59,7 @@ export async function startLlamaServer(model: string, args: string[] = []): Prom
     origin,
     stop: () =>
       new Promise<void>((resolve) => {
-        if (child.exitCode !== null) return resolve();
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
         child.once("exit", () => resolve());
         child.kill("SIGTERM");
       }),
