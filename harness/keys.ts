@@ -7,6 +7,7 @@ import { parseCidr } from "../src/config/cidr.ts";
 import { createKey as createKeyRecord } from "../src/keys/lifecycle.ts";
 import { newId } from "../src/keys/key-format.ts";
 import { openStore } from "../src/store/store.ts";
+import { SharedRedis } from "../src/plugins/rate-limit/shared-redis.ts";
 
 export interface CreateKeyOptions {
   plan?: string;
@@ -58,6 +59,11 @@ export async function createKey(config: AppConfig, opts: CreateKeyOptions = {}):
 
 export const postgresAdminUrl = process.env.TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 export const redisTestUrl = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
+
+/** The limiters' Redis as a server connects it (its outage policy included), at `url`: a proxy's, to cut or slow it. */
+export function sharedRedis(url = redisTestUrl, onError: "open" | "closed" = "open"): Promise<SharedRedis> {
+  return SharedRedis.connect(url, { onError, log: silentLogger() });
+}
 
 /** A fresh PostgreSQL database for one test file, dropped by `drop()`. */
 export async function freshPostgres(): Promise<{ url: string; drop(): Promise<void> }> {
