@@ -55,11 +55,10 @@ test("issue 42.12 three replicas under a Redis command delay of 300 ms hold the 
     anonymousRateLimit: { requests: 1_000_000, window: "1m" },
     plans: { thirty: { rateLimit: { requests: 30, window: "1m" } } },
   };
-  const replicas: TestServer[] = [];
-  for (let i = 0; i < 3; i++) {
-    replicas.push(await startServer(raw));
-    cleanups.push(() => replicas[i].close());
-  }
+  // The first one migrates the database; the other two start together.
+  const first = await startServer(raw);
+  const replicas: TestServer[] = [first, ...(await Promise.all([startServer(raw), startServer(raw)]))];
+  cleanups.push(...replicas.map((r) => () => r.close()));
   const { key } = await replicas[0].createKey({ plan: "thirty" });
   redis.proxy.delay(commandDelayMs);
   const statuses = await Promise.all(

@@ -2,7 +2,7 @@ import type { Socket } from "node:net";
 import { discardCapBytes, lingerMs } from "./request-body.ts";
 
 /** A lingering connection closes once nothing has arrived for this long (nginx's `lingering_timeout`, shorter). */
-export const lingerQuietMs = 1000;
+const lingerQuietMs = 1000;
 
 /**
  * Closes a connection whose request Node's parser refused, after the answer, without resetting it: closing while the

@@ -52,7 +52,7 @@ export class SharedRedis {
 
   private constructor(
     private readonly redis: Redis,
-    readonly onError: "open" | "closed",
+    onError: "open" | "closed",
     log: FastifyBaseLogger,
   ) {
     this.circuit = new SharedStoreCircuit({
