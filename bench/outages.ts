@@ -9,7 +9,7 @@
 import { readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { createKey, freshPostgres, redisTestUrl } from "../harness/keys.ts";
+import { createKey, freshPostgresBehindProxy, redisTestUrl } from "../harness/keys.ts";
 import { testConfig } from "../harness/config.ts";
 import { requester, spawnServer, tempDir, trustingFetch } from "../harness/server.ts";
 import { TcpProxy } from "../harness/tcp-proxy.ts";
@@ -85,12 +85,11 @@ async function drill(name: string, raw: Record<string, unknown>, dir: string, ke
 console.log(`paced load: GET /v1/models at ${rate}/s, ${phaseMs / 1000} s per phase`);
 console.log("| service | phase | statuses | p50 ms | p99 ms |\n|---|---|---|---|---|");
 
-const redisUrl = new URL(redisTestUrl);
-const redisProxy = await TcpProxy.start(redisUrl.hostname, Number(redisUrl.port || 6379));
+const { proxy: redisProxy, url: redisUrl } = await TcpProxy.inFrontOf(redisTestUrl);
 const redisDir = tempDir();
 await drill(
   "Redis",
-  { dataDir: path.join(redisDir, "data"), models: [], redis: { url: `redis://127.0.0.1:${redisProxy.port}` }, plans: { big: { rateLimit: { requests: 1_000_000, window: "1m" } } } },
+  { dataDir: path.join(redisDir, "data"), models: [], redis: { url: redisUrl }, plans: { big: { rateLimit: { requests: 1_000_000, window: "1m" } } } },
   redisDir,
   { plan: "big" },
   redisProxy,
@@ -99,20 +98,15 @@ await drill(
 await redisProxy.close();
 rmSync(redisDir, { recursive: true, force: true });
 
-const db = await freshPostgres();
-const pgUrl = new URL(db.url);
-const pgProxy = await TcpProxy.start(pgUrl.hostname, Number(pgUrl.port || 5432));
-const viaProxy = new URL(db.url);
-viaProxy.port = String(pgProxy.port);
+const db = await freshPostgresBehindProxy();
 const pgDir = tempDir();
 await drill(
   "PostgreSQL",
-  { dataDir: path.join(pgDir, "data"), models: [], keySecret: "outages-bench-key-secret-0123456789", database: { url: viaProxy.toString() }, plans: { big: { rateLimit: { requests: 1_000_000, window: "1m" } } } },
+  { dataDir: path.join(pgDir, "data"), models: [], keySecret: "outages-bench-key-secret-0123456789", database: { url: db.url }, plans: { big: { rateLimit: { requests: 1_000_000, window: "1m" } } } },
   pgDir,
   { plan: "big" },
-  pgProxy,
+  db.proxy,
   "refuse",
 );
-await pgProxy.close();
-await db.drop();
+await db.close();
 rmSync(pgDir, { recursive: true, force: true });

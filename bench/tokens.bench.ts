@@ -65,9 +65,9 @@ export default async function tokensBench(): Promise<BenchRow[]> {
       };
       const used = Number((await redis.hget(`modelgate:tok:k:${id}:60000`, "u")) ?? 0);
       // A circuit opened by Redis timeouts counts per replica meanwhile (redis.onError: open): say so when it happened.
-      const outages = replicas.map((r) => r.stderr.join("").split("\n").filter((l) => l.includes("token limits, quotas and budgets are counted per replica")).length);
-      process.stderr.write(`    ${JSON.stringify(out)}; the key's counter in Redis: ${used}; token circuit opened (per replica): ${outages.join(",")}\n`);
-      const why = replicas.flatMap((r) => r.stderr.join("").split("\n").filter((l) => l.includes("token limits, quotas and budgets are counted per replica"))).slice(0, 2);
+      const opened = (r: (typeof replicas)[number]) => r.stderr.join("").split("\n").filter((l) => l.includes("are counted per replica until it returns"));
+      process.stderr.write(`    ${JSON.stringify(out)}; the key's counter in Redis: ${used}; limits' circuit opened (per replica): ${replicas.map((r) => opened(r).length).join(",")}\n`);
+      const why = replicas.flatMap(opened).slice(0, 2);
       if (why.length) process.stderr.write(`    ${why.join("\n    ")}\n`);
       if (out.failed > 0) throw new Error(`${out.failed} requests failed`);
       admitted.push(out.admittedTokens);

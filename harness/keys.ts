@@ -7,6 +7,8 @@ import { parseCidr } from "../src/config/cidr.ts";
 import { createKey as createKeyRecord } from "../src/keys/lifecycle.ts";
 import { newId } from "../src/keys/key-format.ts";
 import { openStore } from "../src/store/store.ts";
+import { SharedRedis } from "../src/plugins/rate-limit/shared-redis.ts";
+import { TcpProxy } from "./tcp-proxy.ts";
 
 export interface CreateKeyOptions {
   plan?: string;
@@ -59,6 +61,11 @@ export async function createKey(config: AppConfig, opts: CreateKeyOptions = {}):
 export const postgresAdminUrl = process.env.TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 export const redisTestUrl = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 
+/** The limiters' Redis as a server connects it (its outage policy included), at `url`: a proxy's, to cut or slow it. */
+export function sharedRedis(url = redisTestUrl, onError: "open" | "closed" = "open"): Promise<SharedRedis> {
+  return SharedRedis.connect(url, { onError, log: silentLogger() });
+}
+
 /** A fresh PostgreSQL database for one test file, dropped by `drop()`. */
 export async function freshPostgres(): Promise<{ url: string; drop(): Promise<void> }> {
   const { default: pg } = await import("pg");
@@ -82,6 +89,35 @@ export async function freshPostgres(): Promise<{ url: string; drop(): Promise<vo
       } finally {
         await client.end();
       }
+    },
+  };
+}
+
+/**
+ * A fresh database reached through a TCP proxy the test can cut (an outage without stopping the shared PostgreSQL):
+ * `url` goes through the proxy, `direct` does not. Its first connection (PostgreSQL loading a new database, slow on a
+ * busy machine) is made here, not in the 1 s a server gives its own. `close` closes the proxy and drops the database.
+ */
+export async function freshPostgresBehindProxy(options: { onClientData?: (chunk: Buffer, connection: object) => void } = {}): Promise<{
+  url: string;
+  direct: string;
+  proxy: TcpProxy;
+  close(): Promise<void>;
+}> {
+  const { default: pg } = await import("pg");
+  const db = await freshPostgres();
+  const { proxy, url } = await TcpProxy.inFrontOf(db.url, options);
+  const warm = new pg.Client({ connectionString: url });
+  await warm.connect();
+  await warm.query("select 1");
+  await warm.end();
+  return {
+    url,
+    direct: db.url,
+    proxy,
+    async close() {
+      await proxy.close();
+      await db.drop();
     },
   };
 }

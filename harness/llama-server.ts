@@ -3,6 +3,7 @@ import { existsSync, readdirSync } from "node:fs";
 import { homedir } from "node:os";
 import path from "node:path";
 import { createServer } from "node:net";
+import { Agent } from "undici";
 
 /**
  * llama.cpp's own `llama-server`, built by ../shared/tools/peers/build-llama-server.sh from the llama.cpp source
@@ -29,10 +30,18 @@ export function freePort(): Promise<number> {
   });
 }
 
+/**
+ * Requests to a peer each on a fresh connection (no keep-alive). llama-server closes a connection idle for 5 s; a
+ * pooled one reused just then (a loaded machine runs the pool's own 4 s timer late) fails with "other side closed".
+ */
+const direct = new Agent({ pipelining: 0 });
+
 export interface LlamaServer {
   child: ChildProcess;
   /** `http://127.0.0.1:PORT` */
   origin: string;
+  /** A request to `origin` + `path`, on a connection of its own. */
+  fetch(path: string, init?: RequestInit): Promise<Response>;
   stop(): Promise<void>;
 }
 
@@ -43,10 +52,14 @@ export async function startLlamaServer(model: string, args: string[] = []): Prom
   let log = "";
   child.stderr!.setEncoding("utf8").on("data", (d: string) => (log = (log + d).slice(-4000)));
   const origin = `http://127.0.0.1:${port}`;
+  const peerFetch = (target: string, init?: RequestInit) => fetch(`${origin}${target}`, { ...init, dispatcher: direct } as RequestInit);
   const deadline = Date.now() + 60_000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`llama-server exited with ${child.exitCode}:\n${log}`);
-    const ok = await fetch(`${origin}/health`).then((r) => r.ok, () => false);
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`llama-server exited with ${child.exitCode ?? child.signalCode}:\n${log}`);
+    const ok = await peerFetch("/health").then(
+      async (r) => (await r.arrayBuffer(), r.ok),
+      () => false,
+    );
     if (ok) break;
     if (Date.now() > deadline) {
       child.kill("SIGKILL");
@@ -57,9 +70,10 @@ export async function startLlamaServer(model: string, args: string[] = []): Prom
   return {
     child,
     origin,
+    fetch: peerFetch,
     stop: () =>
       new Promise<void>((resolve) => {
-        if (child.exitCode !== null) return resolve();
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
         child.once("exit", () => resolve());
         child.kill("SIGTERM");
       }),

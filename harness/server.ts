@@ -159,7 +159,8 @@ export async function spawnServer(
     stdout,
     stderr,
     stop(signal = "SIGTERM") {
-      if (child.exitCode !== null) return Promise.resolve(child.exitCode);
+      // A child killed by a signal has exited with exitCode null: its signalCode says it is gone.
+      if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
       return new Promise((resolve) => {
         child.once("exit", (code) => resolve(code));
         child.kill(signal);

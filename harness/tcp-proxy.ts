@@ -1,12 +1,17 @@
 import net from "node:net";
 
+/** A service's port when its URL names none. */
+const defaultPorts: Record<string, number> = { "postgres:": 5432, "postgresql:": 5432, "redis:": 6379 };
+
 /**
- * A TCP proxy in front of a shared service (PostgreSQL, Redis) that a test can cut and restore, so outages are
- * simulated without stopping the services other tests use. `refuse` resets every connection at once (a stopped
- * server); `blackhole` accepts and never answers (a network partition).
+ * A TCP proxy in front of a shared service (PostgreSQL, Redis) that a test can cut, restore or slow down, so outages
+ * are simulated without stopping or reconfiguring the services other tests use. `refuse` resets every connection at
+ * once (a stopped server); `blackhole` accepts and never answers (a network partition); `delay` holds what the
+ * clients send for a while before passing it on (a slow service: every command answers that much later).
  */
 export class TcpProxy {
   private mode: "pass" | "refuse" | "blackhole" = "pass";
+  private delayMs = 0;
   private readonly sockets = new Set<net.Socket>();
 
   private constructor(
@@ -24,6 +29,16 @@ export class TcpProxy {
     return proxy;
   }
 
+  /** A proxy in front of the service a URL names (`postgres://…`, `redis://…`), and the same URL through it. */
+  static async inFrontOf(url: string, options: { onClientData?: (chunk: Buffer, connection: object) => void } = {}): Promise<{ proxy: TcpProxy; url: string }> {
+    const target = new URL(url);
+    const proxy = await TcpProxy.start(target.hostname, Number(target.port || defaultPorts[target.protocol]), options);
+    const through = new URL(url);
+    through.hostname = "127.0.0.1";
+    through.port = String(proxy.port);
+    return { proxy, url: through.toString() };
+  }
+
   private accept(client: net.Socket, host: string, port: number): void {
     if (this.mode === "refuse") {
       client.resetAndDestroy();
@@ -37,12 +52,36 @@ export class TcpProxy {
     upstream.on("error", () => client.destroy());
     client.on("close", () => upstream.destroy());
     upstream.on("close", () => client.destroy());
-    if (this.onClientData) {
-      const tap = this.onClientData;
-      client.on("data", (chunk: Buffer) => tap(chunk, client));
-    }
-    client.pipe(upstream);
+    const tap = this.onClientData;
+    const forward = this.delayed(upstream);
+    client.on("data", (chunk: Buffer) => {
+      tap?.(chunk, client);
+      forward(chunk);
+    });
     upstream.pipe(client);
+  }
+
+  /** Writes to `to` after the proxy's delay at the time each chunk arrived, in the order they arrived. */
+  private delayed(to: net.Socket): (chunk: Buffer) => void {
+    const queue: { at: number; chunk: Buffer }[] = [];
+    let timer: NodeJS.Timeout | null = null;
+    const drain = () => {
+      timer = null;
+      while (queue.length > 0 && queue[0].at <= performance.now()) {
+        const { chunk } = queue.shift()!;
+        if (!to.destroyed) to.write(chunk);
+      }
+      if (queue.length > 0) timer = setTimeout(drain, queue[0].at - performance.now());
+    };
+    return (chunk) => {
+      if (this.delayMs === 0 && queue.length === 0) {
+        to.write(chunk);
+        return;
+      }
+      // Never before a chunk that came earlier, whatever the delay was then.
+      queue.push({ at: Math.max(performance.now() + this.delayMs, queue.at(-1)?.at ?? 0), chunk });
+      timer ??= setTimeout(drain, queue[0].at - performance.now());
+    };
   }
 
   private track(socket: net.Socket): void {
@@ -56,8 +95,14 @@ export class TcpProxy {
     for (const socket of this.sockets) socket.resetAndDestroy();
   }
 
+  /** Holds every chunk a client sends for `ms` before it goes on (0: at once again); connections stay open. */
+  delay(ms: number): void {
+    this.delayMs = ms;
+  }
+
   restore(): void {
     this.mode = "pass";
+    this.delayMs = 0;
   }
 
   async close(): Promise<void> {

@@ -2,7 +2,6 @@ import type { AppConfig, Plan } from "./config/app-config.ts";
 import type { ModelCatalog } from "./catalog/model-catalog.ts";
 import type { OpenStreams } from "./http/sse.ts";
 import type { Metrics } from "./metrics/metrics.ts";
-import type { ConcurrencyLimits } from "./scheduler/concurrency-limits.ts";
 import type { UsageSink } from "./store/usage-sink.ts";
 
 /** Everything a route or service needs from the running server; decorated on the app as `app.ctx`. */
@@ -29,6 +28,24 @@ declare module "fastify" {
     /** Decorated by server.ts. */
     ctx: AppContext;
   }
+}
+
+/** Who holds a concurrency slot: the key, its account, and the plan's two limits (null = unlimited). */
+export interface ConcurrencyHolder {
+  keyId: string;
+  accountId: string;
+  plan: { name: string; maxConcurrent: number | null; maxConcurrentPerAccount: number | null };
+}
+
+/**
+ * The plans' `maxConcurrent` (per key) and `maxConcurrentPerAccount`: requests running plus queued, over every
+ * model. Over either limit, 429 rate_limit_exceeded: it is the key's or plan's limit (§7), not the model's capacity.
+ * In memory on one node (plugins/concurrency-limits.ts), or shared by the replicas in Redis
+ * (plugins/rate-limit/redis-concurrency.ts).
+ */
+export interface ConcurrencyLimits {
+  /** Counts one request in; resolves with its release (call exactly once when it ends). Throws 429 over a limit. */
+  acquire(holder: ConcurrencyHolder): Promise<() => void>;
 }
 
 /** Who a metered request is for. */

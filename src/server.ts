@@ -1,4 +1,6 @@
-import { LocalConcurrency, RedisConcurrency } from "./scheduler/concurrency-limits.ts";
+import { LocalConcurrency } from "./plugins/concurrency-limits.ts";
+import { RedisConcurrency } from "./plugins/rate-limit/redis-concurrency.ts";
+import { SharedRedis } from "./plugins/rate-limit/shared-redis.ts";
 import Fastify, { LogController, type FastifyInstance } from "fastify";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import type { AppConfig } from "./config/app-config.ts";
@@ -119,20 +121,22 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   catalog = new ModelCatalog(config.models, options.engines ?? builtInEngines(), app.log, metrics.runnerObserver);
   closers.push(() => catalog.unloadAll());
   const streams = new OpenStreams();
+  // Every limiter shares its counts with the other replicas through this Redis, under one outage policy.
+  const redis = config.redisUrl ? await SharedRedis.connect(config.redisUrl, { onError: config.redisOnError, log: app.log }) : null;
+  if (redis) {
+    redis.onFailure(() => metrics.storeErrors.inc({ store: "redis" }));
+    closers.push(() => redis.close());
+  }
   // Shared by the replicas when Redis is configured and a plan limits concurrency; else counted on this node.
   const limitsConcurrency = [...config.plans.values()].some((p) => p.maxConcurrent !== null || p.maxConcurrentPerAccount !== null);
-  const concurrency =
-    config.redisUrl && limitsConcurrency
-      ? await RedisConcurrency.connect(config.redisUrl, { onError: config.redisOnError, onStoreError: () => metrics.storeErrors.inc({ store: "redis" }) })
-      : new LocalConcurrency();
-  if (concurrency instanceof RedisConcurrency) closers.push(() => concurrency.close());
-  const tokens = await TokenMeter.create({
+  const concurrency = redis && limitsConcurrency ? new RedisConcurrency(redis) : new LocalConcurrency();
+  const tokens = TokenMeter.create({
     config,
+    redis,
     log: app.log,
     periodTotals: (accountId, firstDay, lastDay) => store.health.run(() => store.usage.periodTotals(accountId, firstDay, lastDay)),
     flushUsage: () => usage.flush(),
     budgetUsed: (accountId, ratio) => metrics.budgetUsed.set({ account: accountId }, ratio),
-    onStoreError: () => metrics.storeErrors.inc({ store: "redis" }),
   });
   closers.push(() => tokens.close());
   const responseCache = await ResponseCacheStore.create({ config, log: app.log, onStoreError: () => metrics.storeErrors.inc({ store: "redis" }) });
@@ -156,7 +160,7 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   await app.register(proxyPlugin, { trustProxy: config.server.trustProxy });
   await app.register(errorHandlerPlugin);
   await app.register(requestBodyGuardPlugin);
-  await app.register(rateLimitPlugin, { redisUrl: config.redisUrl, onError: config.redisOnError, onStoreError: () => metrics.storeErrors.inc({ store: "redis" }) });
+  await app.register(rateLimitPlugin, { redis });
   app.addHook("onRequest", refuseMissingHost);
   app.server.on("checkExpectation", expectationFailed(app));
   await app.register(authPlugin, { store });

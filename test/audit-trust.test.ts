@@ -11,9 +11,8 @@ import { auditEntryHash } from "../src/store/audit-chain.ts";
 import { migrationProvider } from "../src/store/migrations.ts";
 import { connectDatabase, openStore } from "../src/store/store.ts";
 import { testConfig } from "../harness/config.ts";
-import { freshPostgres, postgresAdminUrl, redisTestUrl, silentLogger } from "../harness/keys.ts";
+import { freshPostgres, freshPostgresBehindProxy, postgresAdminUrl, redisTestUrl, silentLogger } from "../harness/keys.ts";
 import { runCli, tempDir } from "../harness/server.ts";
-import { TcpProxy } from "../harness/tcp-proxy.ts";
 
 /** Issue 29.5 and 29.6: an audit log the serving role cannot rewrite, chained so that the owner cannot either unseen. */
 const cli = { actor: "cli" as const };
@@ -210,16 +209,12 @@ for (const dialect of ["sqlite", "postgres"] as const) {
 }
 
 test("issue 29.6 a revocation accepted during a database outage keeps its audit entries and writes them with the revocation when the database returns", async () => {
-  const db = await freshPostgres();
-  cleanups.push(() => db.drop());
-  const target = new URL(db.url);
-  const proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432));
-  cleanups.push(() => proxy.close());
-  const viaProxy = new URL(db.url);
-  viaProxy.port = String(proxy.port);
+  const db = await freshPostgresBehindProxy();
+  cleanups.push(() => db.close());
+  const { proxy } = db;
   const dataDir = tempDir();
   cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
-  const config = testConfig({ dataDir, models: [], keySecret, database: { url: viaProxy.toString() } }, null);
+  const config = testConfig({ dataDir, models: [], keySecret, database: { url: db.url } }, null);
   const [a, b] = [await openStore(config, silentLogger()), await openStore(config, silentLogger())];
   cleanups.push(() => a.close(), () => b.close());
   const bus = await RedisRevocationBus.connect(redisTestUrl);

@@ -141,12 +141,13 @@ test("maxConcurrent: a key over its plan's running + queued requests gets 429 ra
 });
 
 test("maxConcurrent across replicas (Redis): two nodes share a key's count exactly, and a node that dies frees its places when their leases expire", async () => {
-  const { RedisConcurrency } = await import("../src/scheduler/concurrency-limits.ts");
-  const { redisTestUrl } = await import("../harness/keys.ts");
+  const { RedisConcurrency } = await import("../src/plugins/rate-limit/redis-concurrency.ts");
+  const { sharedRedis } = await import("../harness/keys.ts");
   const plan = { name: "two", maxConcurrent: 2, maxConcurrentPerAccount: null };
   const holder = { keyId: `key_${Math.random().toString(36).slice(2)}`, accountId: `acct_${Math.random().toString(36).slice(2)}`, plan };
-  const nodeA = await RedisConcurrency.connect(redisTestUrl, { leaseMs: 600 });
-  const nodeB = await RedisConcurrency.connect(redisTestUrl, { leaseMs: 600 });
+  const [redisA, redisB] = await Promise.all([sharedRedis(), sharedRedis()]);
+  const nodeA = new RedisConcurrency(redisA, 600);
+  const nodeB = new RedisConcurrency(redisB, 600);
   try {
     const first = await nodeA.acquire(holder);
     await nodeB.acquire(holder);
@@ -157,14 +158,14 @@ test("maxConcurrent across replicas (Redis): two nodes share a key's count exact
     first();
     const again = await nodeA.acquire(holder);
     // Node B dies holding its place: once its lease expires, the place is free.
-    await nodeB.close();
+    await redisB.close();
     await assert.rejects(nodeA.acquire(holder), (err: unknown) => (err as { code?: string }).code === "rate_limit_exceeded");
     await new Promise((r) => setTimeout(r, 700));
     const freed = await nodeA.acquire(holder);
     again();
     freed();
   } finally {
-    await nodeA.close();
-    await nodeB.close();
+    await redisA.close();
+    await redisB.close();
   }
 });

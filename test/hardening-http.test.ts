@@ -1,5 +1,5 @@
 // Issue 15: no 5xx, no hang, and no answer outside the §7 envelope under hostile HTTP.
-import { after, before, test } from "node:test";
+import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
 import { Writable } from "node:stream";
@@ -146,18 +146,61 @@ const parserCases: [string, string | Buffer, number, string][] = [
   ["an Expect other than 100-continue (issue 29.10)", head("GET /v1/models HTTP/1.1", { host: "localhost", expect: "the-moon" }), 417, "invalid_parameter"],
 ];
 
-for (const [name, bytes, status, code] of parserCases) {
-  test(`issue 15.4 ${name}: ${status} in the §7 envelope with x-request-id and rate-limit headers, then the connection closes`, async () => {
-    const conn = await connect();
-    try {
-      await conn.write(bytes);
-      const res = await conn.read(5000);
-      assertEnvelope(res, status, code);
-      assert.equal(res.headers.connection, "close");
-      assert.ok(await conn.closedWithin(2000), "closed after the answer");
-    } finally {
-      conn.end();
-    }
+// Concurrently: after a parser error the server lingers until nothing has arrived for a second (http/lingering-close.ts).
+describe("issue 15.4 the answers of the raw HTTP layer", { concurrency: true }, () => {
+  for (const [name, bytes, status, code] of parserCases) {
+    test(`issue 15.4 ${name}: ${status} in the §7 envelope with x-request-id and rate-limit headers, then the connection closes`, async () => {
+      const conn = await connect();
+      try {
+        await conn.write(bytes);
+        const res = await conn.read(5000);
+        assertEnvelope(res, status, code);
+        assert.equal(res.headers.connection, "close");
+        assert.ok(await conn.closedWithin(2000), "closed after the answer");
+      } finally {
+        conn.end();
+      }
+    });
+  }
+});
+
+/**
+ * Answers made outside the route hooks (Fastify's bad-URL path, Node's parser errors and unknown Expect): each closes
+ * the connection, and a body still arriving must be read and thrown away before the close, or the client gets EPIPE
+ * or a reset instead of the answer. The body goes in 16 KB writes, as a client on a network sends it.
+ */
+const unreadBodies: [string, (body: string, type: string) => string, number][] = [
+  ["a path that cannot be decoded (POST /v1/embeddings%ZZ)", (body, type) => head("POST /v1/embeddings%ZZ HTTP/1.1", { ...auth(), "content-type": type, "content-length": Buffer.byteLength(body) }), 400],
+  ["an Expect other than 100-continue", (body, type) => head("POST /v1/embeddings HTTP/1.1", { ...auth(), expect: "the-moon", "content-type": type, "content-length": Buffer.byteLength(body) }), 417],
+  ["a Content-Length that is not a number", (_body, type) => head("POST /v1/embeddings HTTP/1.1", { ...auth(), "content-type": type, "content-length": "abc" }), 400],
+  ["a NUL in a header", (body, type) => `POST /v1/embeddings HTTP/1.1\r\nhost: localhost\r\nx-bad: a\u0000b\r\ncontent-type: ${type}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n`, 400],
+];
+
+for (const [name, headOf, status] of unreadBodies) {
+  test(`issue 42.13 a 150 KB body sent with ${name} is read before the connection closes: 15 of 15 fresh connections read the ${status}, none gets EPIPE`, async () => {
+    const { body, type } = multipartBody(150_000);
+    const bytes = Buffer.from(body, "latin1");
+    const outcomes = await Promise.all(
+      Array.from({ length: 15 }, async () => {
+        const conn = await connect();
+        try {
+          await conn.write(Buffer.from(headOf(body, type), "latin1"));
+          for (let at = 0; at < bytes.length; at += 16_384) {
+            await conn.write(bytes.subarray(at, at + 16_384));
+            await new Promise((r) => setImmediate(r));
+          }
+          const res = await conn.read(5000);
+          assertEnvelope(res, status, "invalid_parameter");
+          assert.equal(res.headers.connection, "close");
+          return "answered";
+        } catch (err) {
+          return (err as NodeJS.ErrnoException).code ?? String(err);
+        } finally {
+          conn.end();
+        }
+      }),
+    );
+    assert.deepEqual(outcomes.filter((o) => o !== "answered"), []);
   });
 }
 

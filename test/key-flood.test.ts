@@ -8,10 +8,8 @@ import { generateKey } from "../src/keys/key-format.ts";
 import { hashKey } from "../src/store/key-secret.ts";
 import { newId } from "../src/keys/key-format.ts";
 import { openStore } from "../src/store/store.ts";
-import { freshPostgres, silentLogger } from "../harness/keys.ts";
+import { freshPostgresBehindProxy, silentLogger } from "../harness/keys.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
-import { TcpProxy } from "../harness/tcp-proxy.ts";
-import pg from "pg";
 
 const keySecret = `flood-test-secret-${randomBytes(16).toString("hex")}`;
 const adminToken = randomBytes(32).toString("base64");
@@ -39,24 +37,13 @@ let srv: TestServer;
 const counter = new HashCounter();
 
 before(async () => {
-  const db = await freshPostgres();
-  cleanups.push(() => db.drop());
-  const target = new URL(db.url);
-  const proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432), { onClientData: (chunk, connection) => counter.onData(chunk, connection) });
-  cleanups.push(() => proxy.close());
-  const viaProxy = new URL(db.url);
-  viaProxy.port = String(proxy.port);
-  // The database was just created: its first connection (PostgreSQL loading it) is made here, not in the 1 s the
-  // server gives its own.
-  const warm = new pg.Client({ connectionString: viaProxy.toString() });
-  await warm.connect();
-  await warm.query("select 1");
-  await warm.end();
+  const db = await freshPostgresBehindProxy({ onClientData: (chunk, connection) => counter.onData(chunk, connection) });
+  cleanups.push(() => db.close());
   srv = await startServer({
     keySecret,
     adminToken,
     models: [],
-    database: { url: viaProxy.toString() },
+    database: { url: db.url },
     anonymousRateLimit: { requests: anonymousLimit, window: "1m" },
     server: { trustProxy: ["127.0.0.1"] },
     plans: { big: { rateLimit: { requests: 100000, window: "1m" } } },

@@ -7,12 +7,12 @@ import pg from "pg";
 import { revokeKey } from "../src/keys/lifecycle.ts";
 import { openStore } from "../src/store/store.ts";
 import { StoreHealth, isStoreBusy, isStoreUnreachable } from "../src/store/store-health.ts";
-import { freshPostgres, redisTestUrl, silentLogger } from "../harness/keys.ts";
+import { freshPostgres, freshPostgresBehindProxy, redisTestUrl, silentLogger } from "../harness/keys.ts";
 import { startServer, tempDir, type TestServer } from "../harness/server.ts";
 import { testConfig } from "../harness/config.ts";
 import { sql } from "kysely";
 import { errorOf } from "./helpers/errors.ts";
-import { TcpProxy } from "../harness/tcp-proxy.ts";
+import type { TcpProxy } from "../harness/tcp-proxy.ts";
 import { randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";
 
@@ -28,30 +28,13 @@ const plans = { polling: { rateLimit: { requests: 100000, window: "1m" } } };
 
 /** A server on a fresh database reached through a proxy the test can cut. */
 async function behindProxy(raw: Record<string, unknown> = {}): Promise<{ srv: TestServer; proxy: TcpProxy; dbUrl: string }> {
-  const db = await freshPostgres();
-  cleanups.push(() => db.drop());
-  const target = new URL(db.url);
-  const proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432));
-  cleanups.push(() => proxy.close());
-  const viaProxy = new URL(db.url);
-  viaProxy.port = String(proxy.port);
-  await warm(viaProxy.toString());
-  const srv = await startServer({ adminToken, keySecret, plans, models: [], database: { url: viaProxy.toString() }, ...raw });
+  const db = await freshPostgresBehindProxy();
+  cleanups.push(() => db.close());
+  const srv = await startServer({ adminToken, keySecret, plans, models: [], database: { url: db.url }, ...raw });
   cleanups.push(() => srv.close());
   // Cleanups run last first: the database is back before the server closes, even after a failed assertion.
-  cleanups.push(() => proxy.restore());
-  return { srv, proxy, dbUrl: db.url };
-}
-
-/**
- * Opens one connection to a database just created, so that the server's first one (1 s to connect) does not also pay
- * for PostgreSQL's first load of the new database on a busy machine.
- */
-async function warm(url: string): Promise<void> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  await client.query("select 1");
-  await client.end();
+  cleanups.push(() => db.proxy.restore());
+  return { srv, proxy: db.proxy, dbUrl: db.direct };
 }
 
 const status = async (srv: TestServer, key: string) => {
@@ -142,16 +125,12 @@ test("issue 29.2 with Redis: a pending revocation (accepted by a replica while t
 });
 
 test("issue 29.2 a PostgreSQL connection lost in the middle of a query fails that query, never the process", async () => {
-  const db = await freshPostgres();
-  cleanups.push(() => db.drop());
-  const target = new URL(db.url);
-  const proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432));
-  cleanups.push(() => proxy.close());
-  const viaProxy = new URL(db.url);
-  viaProxy.port = String(proxy.port);
+  const db = await freshPostgresBehindProxy();
+  cleanups.push(() => db.close());
+  const { proxy } = db;
   const dataDir = tempDir();
   cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
-  const store = await openStore(testConfig({ dataDir, keySecret, models: [], database: { url: viaProxy.toString() } }, null), silentLogger());
+  const store = await openStore(testConfig({ dataDir, keySecret, models: [], database: { url: db.url } }, null), silentLogger());
   cleanups.push(() => store.close());
   const query = sql`select pg_sleep(2)`.execute(store.db);
   await new Promise((r) => setTimeout(r, 200));

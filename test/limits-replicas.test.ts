@@ -6,12 +6,13 @@ import { randomBytes } from "node:crypto";
 import OpenAI from "openai";
 import { testConfig } from "../harness/config.ts";
 import { RedisStore } from "../src/plugins/rate-limit/redis-store.ts";
-import { createKey, freshPostgres, redisTestUrl } from "../harness/keys.ts";
+import { createKey, freshPostgres, redisTestUrl, sharedRedis } from "../harness/keys.ts";
 import { runCli, spawnServer, tempDir, trustingFetch, writeConfig, type SpawnedServer, type TlsFetch } from "../harness/server.ts";
 import { waitFor } from "./helpers/wait-for.ts";
 
 test("§8 Redis limiter is atomic and does not count refused requests", async () => {
-  const store = await RedisStore.connect(redisTestUrl);
+  const redis = await sharedRedis();
+  const store = new RedisStore(redis);
   try {
     const bucket = `test:${randomBytes(6).toString("hex")}`;
     const results = await Promise.all(Array.from({ length: 50 }, () => store.hit(bucket, 10, 60_000)));
@@ -28,11 +29,13 @@ test("§8 Redis limiter is atomic and does not count refused requests", async ()
     assert.deepEqual(next, { count: 1, resetMs: 300, allowed: true });
   } finally {
     await store.close();
+    await redis.close();
   }
 });
 
 test("issue 29.18 Redis counts a request in several buckets atomically: in all of them, or (one full) in none", async () => {
-  const store = await RedisStore.connect(redisTestUrl);
+  const redis = await sharedRedis();
+  const store = new RedisStore(redis);
   try {
     const key = { bucket: `test:k:${randomBytes(6).toString("hex")}`, limit: 100, windowMs: 60_000 };
     const account = { bucket: `test:acct:${randomBytes(6).toString("hex")}`, limit: 10, windowMs: 60_000 };
@@ -43,6 +46,7 @@ test("issue 29.18 Redis counts a request in several buckets atomically: in all o
     assert.equal((await store.peek(account.bucket, account.limit, account.windowMs)).count, 9);
   } finally {
     await store.close();
+    await redis.close();
   }
 });
 

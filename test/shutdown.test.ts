@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile, spawn } from "node:child_process";
-import { closeSync, constants, openSync, readFileSync, writeFileSync } from "node:fs";
+import { closeSync, constants, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
 import YAML from "yaml";
@@ -142,4 +142,16 @@ test("issue 29.9 SIGTERM ends the process within shutdownTimeout + 5 s while std
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
     closeSync(readEnd);
   }
+});
+
+test("issue 42.14 spawnServer().stop() resolves for a server already killed by a signal (its exitCode is null, its signalCode set)", async () => {
+  const dir = tempDir();
+  const server = await spawnServer({ dataDir: path.join(dir, "data"), models: [] }, dir);
+  const exited = new Promise((resolve) => server.child.once("exit", resolve));
+  server.child.kill("SIGKILL");
+  await exited;
+  assert.equal(server.child.signalCode, "SIGKILL");
+  const stopped = await Promise.race([server.stop(), new Promise((resolve) => setTimeout(resolve, 2000, "still waiting after 2 s").unref())]);
+  assert.equal(stopped, null, "stop() answers at once with the child's exit code (null: it was killed)");
+  rmSync(dir, { recursive: true, force: true });
 });

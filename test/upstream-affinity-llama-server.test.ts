@@ -51,7 +51,7 @@ async function counters(peer: LlamaServer): Promise<Counters | null> {
   let text: string | null = null;
   for (let attempt = 1; text === null; attempt++) {
     if (peer.child.exitCode !== null || peer.child.signalCode !== null) return null;
-    text = await fetch(`${peer.origin}/metrics`).then(
+    text = await peer.fetch("/metrics").then(
       (r) => (r.ok ? r.text() : Promise.reject(new Error(`status ${r.status}`))),
       (err: unknown) => {
         if (attempt >= 5) throw new Error(`llama-server ${peer.origin} /metrics: ${String(err)}`, { cause: err });

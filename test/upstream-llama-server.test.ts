@@ -46,7 +46,7 @@ const once = [{ role: "user" as const, content: "Once upon a time" }];
 
 test("§6 framing byte for byte over llama-server's stream; the text and usage are llama-server's", async () => {
   const ask = { messages: once, max_tokens: 24, temperature: 0, stream: true, stream_options: { include_usage: true } };
-  const direct = await fetch(`${peer.origin}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "x", ...ask }) });
+  const direct = await peer.fetch("/v1/chat/completions", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "x", ...ask }) });
   const directBody = parseSse(await direct.text());
   const directText = directBody.events.map((e) => e.choices[0]?.delta?.content ?? "").join("");
   const directUsage = directBody.events.at(-1).usage;
@@ -92,7 +92,7 @@ test("context_length_exceeded mapped from llama-server's own exceed_context_size
 test("a client disconnect mid-stream stops llama-server's generation: its slot is idle again within 1 s", async () => {
   const controller = new AbortController();
   const res = await front.post("/v1/chat/completions", { model: "ls-slow", messages: once, max_tokens: 900, stream: true }, { key, signal: controller.signal });
-  const processing = async () => ((await (await fetch(`${slowPeer.origin}/slots`)).json()) as { is_processing: boolean }[])[0].is_processing;
+  const processing = async () => ((await (await slowPeer.fetch("/slots")).json()) as { is_processing: boolean }[])[0].is_processing;
   let frames = 0;
   for await (const frame of sseFrames(res)) {
     if (frame !== "[DONE]" && frame.choices?.[0]?.delta?.content) frames++;

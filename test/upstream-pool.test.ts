@@ -4,7 +4,7 @@ import { after, before, test } from "node:test";
 import { apiErrorOf } from "./helpers/errors.ts";
 import { json, sse, startReplay, type Replay } from "./helpers/replay-upstream.ts";
 import { runCli, startServer, tempDir, writeConfig, type TestServer } from "../harness/server.ts";
-import { waitFor } from "./helpers/wait-for.ts";
+import { until, waitFor } from "./helpers/wait-for.ts";
 
 /**
  * Pool behaviour (routing, ejection, active health, retry rules) with REPLAY SERVERS as upstreams whose answers
@@ -128,14 +128,28 @@ test("active health: failed checks eject an upstream, passing checks restore it"
   assert.ok(answers.includes("a"), answers.join(","));
 });
 
-test("least-outstanding: an upstream 5x slower gets a smaller share", async () => {
+test("issue 42.14 least-outstanding: an upstream 5x slower gets a smaller share (a fake clock: the fast one answers in 1 tick, the slow one in 5)", async () => {
   reset();
-  const delayed = (ms: number, text: string) => (req: unknown, res: ServerResponse) => setTimeout(() => completion(text)(req as never, res), ms);
-  a.on(chatPath, delayed(20, "fast"));
-  b.on(chatPath, delayed(100, "slow"));
-  const clients = Array.from({ length: 8 }, async () => {
+  // Both upstreams hold every request until its tick; the clock moves on only once each client's request is held,
+  // so the share is the routing's alone, whatever this machine's load makes of real time.
+  let now = 0;
+  const held: { due: number; answer: () => void }[] = [];
+  const after = (ticks: number, text: string) => (req: unknown, res: ServerResponse) => held.push({ due: now + ticks, answer: () => completion(text)(req as never, res) });
+  a.on(chatPath, after(1, "fast"));
+  b.on(chatPath, after(5, "slow"));
+  let running = 8;
+  const clients = Array.from({ length: running }, async () => {
     for (let i = 0; i < 12; i++) await ask("least");
+    running--;
   });
+  while (running > 0) {
+    await until(() => held.length === running, "every running client's request to be held", 10_000, 2);
+    now++;
+    for (const due of held.filter((h) => h.due <= now)) {
+      held.splice(held.indexOf(due), 1);
+      due.answer();
+    }
+  }
   await Promise.all(clients);
   const fast = calls(a);
   const slow = calls(b);

@@ -8,6 +8,9 @@ import { AppError } from "../errors/app-error.ts";
  */
 export const discardCapBytes = 64 * 1024 * 1024;
 
+/** How long a connection closing after an early answer keeps reading the rest of the body before it closes. */
+export const lingerMs = 10_000;
+
 const discarding = Symbol("discarding");
 
 /** Whether bytes of the request body are still to come off the wire. */

@@ -5,7 +5,7 @@ import { AppError } from "../errors/app-error.ts";
 import { addressBucket } from "./rate-limit/address-bucket.ts";
 import { MemoryStore } from "./rate-limit/memory-store.ts";
 import { RedisStore } from "./rate-limit/redis-store.ts";
-import { ResilientStore } from "./rate-limit/resilient-store.ts";
+import type { SharedRedis } from "./rate-limit/shared-redis.ts";
 import type { BucketHit, HitResult, RateLimitStore } from "./rate-limit/store.ts";
 
 /** §8 request limits, decorated on the app as `limits`; the scopes decide which runs where. */
@@ -74,14 +74,9 @@ const remaining = (c: Counted) => (c.result.allowed ? c.limit - c.result.count :
  * refused request is answered 429 with Retry-After and is not counted.
  */
 export const rateLimitPlugin = fp(
-  async (app, opts: { redisUrl: string | null; onError: "open" | "closed"; onStoreError?: () => void }) => {
-    let store: RateLimitStore = new MemoryStore();
-    if (opts.redisUrl) {
-      const resilient = new ResilientStore(await RedisStore.connect(opts.redisUrl), opts.onError, app.log);
-      if (opts.onStoreError) resilient.onFailure(opts.onStoreError);
-      store = resilient;
-    }
-    app.decorate("limiterHealthy", () => !(store instanceof ResilientStore) || store.healthy);
+  async (app, opts: { redis: SharedRedis | null }) => {
+    const store: RateLimitStore = opts.redis ? new RedisStore(opts.redis) : new MemoryStore();
+    app.decorate("limiterHealthy", () => !(store instanceof RedisStore) || store.healthy);
     app.ctx.onClose(() => store.close());
     const { anonymousRateLimit: anonymous, adminTokenFailureLimit: adminFailures } = app.ctx.config;
     const anonymousHit = (address: string): BucketHit => ({ bucket: `a:${addressBucket(address, anonymous.ipv6Prefix)}`, limit: anonymous.requests, windowMs: anonymous.windowMs });

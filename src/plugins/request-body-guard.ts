@@ -2,10 +2,7 @@ import type { IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyReply } from "fastify";
 import fp from "fastify-plugin";
-import { bodyPending, discardRest, untilBodyEnds } from "../http/request-body.ts";
-
-/** How long a connection closing after an early answer keeps reading the rest of the body before it closes. */
-const lingerMs = 10_000;
+import { bodyPending, discardRest, lingerMs, untilBodyEnds } from "../http/request-body.ts";
 
 const lingering = Symbol("lingering");
 /** The client sent `Expect: 100-continue` and has not been told to send its body yet. */
@@ -39,6 +36,23 @@ function lingerBeforeClose(socket: Socket, untilDone: () => Promise<void>): void
 }
 
 /**
+ * What an answer given before its request body was read does with the rest of the body: it is read and thrown away
+ * (bounded), and a connection that closes after the answer lingers until it is in. Returns true when the connection
+ * must close at once instead: the client sent `Expect: 100-continue` and was never told to send its body. The onSend
+ * hook below calls it for every answer in the route hooks; answers made outside them (a URL Fastify cannot route, an
+ * unknown `Expect`) call it themselves (client-errors.ts).
+ */
+export function leaveUnreadBody(raw: IncomingMessage, status: number): boolean {
+  const request = raw as ContinueRequest;
+  if (!bodyPending(request)) return false;
+  if (request[awaitingContinue]) return true;
+  discardRest(request);
+  // A body that timed out (408) is not worth waiting for: that connection closes at once.
+  if (status !== 408) lingerBeforeClose(request.socket, () => untilBodyEnds(request, lingerMs));
+  return false;
+}
+
+/**
  * Every answer given before its request body was read (a refusal, an unknown path, an unparsed content type) lets
  * the rest of the body be read and thrown away (bounded), so the next request on the connection is not stuck
  * behind it, and a connection that closes after the answer lingers until the body is in.
@@ -54,15 +68,7 @@ export const requestBodyGuardPlugin = fp(
       app.server.emit("request", req, res);
     });
     app.addHook("onSend", (request, reply, payload, done) => {
-      const raw = request.raw as ContinueRequest;
-      if (bodyPending(raw)) {
-        if (raw[awaitingContinue]) reply.header("connection", "close");
-        else {
-          discardRest(raw);
-          // A body that timed out (408) is not worth waiting for: that connection closes at once.
-          if (reply.statusCode !== 408) lingerBeforeClose(raw.socket, () => untilBodyEnds(raw, lingerMs));
-        }
-      }
+      if (leaveUnreadBody(request.raw, reply.statusCode)) reply.header("connection", "close");
       done(null, payload);
     });
   },

@@ -7,11 +7,13 @@ import { calendarPeriod } from "../config/periods.ts";
 import { AppError } from "../errors/app-error.ts";
 import { MemoryTokenStore, type AmountHit, type AmountResult, type TokenStore } from "./rate-limit/token-store.ts";
 import { RedisTokenStore } from "./rate-limit/token-redis-store.ts";
-import { ResilientTokenStore } from "./rate-limit/resilient-token-store.ts";
+import type { SharedRedis } from "./rate-limit/shared-redis.ts";
 
 /** What the meter needs from the rest of the server: the usage table (quotas and budgets are rebuilt from it). */
 export interface MeterDeps {
   config: AppConfig;
+  /** The Redis the replicas share their limits in; null: this process counts alone. */
+  redis: SharedRedis | null;
   log: FastifyBaseLogger;
   /** The account's tokens per model over a period's days (the usage table). */
   periodTotals(accountId: string, firstDay: string, lastDay: string): Promise<{ model: string; promptTokens: number; completionTokens: number }[]>;
@@ -19,7 +21,6 @@ export interface MeterDeps {
   flushUsage(): Promise<void>;
   /** The budget gauge: the share of the account's budget used (0..1+). */
   budgetUsed?(accountId: string, ratio: number): void;
-  onStoreError?(): void;
 }
 
 type Kind = "key" | "account" | "quota" | "budget";
@@ -46,15 +47,8 @@ export class TokenMeter implements TokenGate {
     private readonly deps: MeterDeps,
   ) {}
 
-  static async create(deps: MeterDeps): Promise<TokenMeter> {
-    const { redisUrl, redisOnError } = deps.config;
-    let store: TokenStore = new MemoryTokenStore();
-    if (redisUrl) {
-      const resilient = new ResilientTokenStore(await RedisTokenStore.connect(redisUrl), redisOnError, deps.log);
-      if (deps.onStoreError) resilient.onFailure(deps.onStoreError);
-      store = resilient;
-    }
-    return new TokenMeter(store, deps);
+  static create(deps: MeterDeps): TokenMeter {
+    return new TokenMeter(deps.redis ? new RedisTokenStore(deps.redis) : new MemoryTokenStore(), deps);
   }
 
   close(): Promise<void> {

@@ -62,6 +62,17 @@ export class MemoryStore implements RateLimitStore {
     if (w && w.resetAt > this.now() && w.count > 0) w.count -= 1;
   }
 
+  /**
+   * Starts a window at what a shared store last said of it (its count, and when it ends), unless this store holds one
+   * already: the fallback during an outage then admits only what was left, not a whole fresh window.
+   */
+  adopt(bucket: string, count: number, resetAt: number): void {
+    const now = this.now();
+    const held = this.windows.get(bucket);
+    if (resetAt <= now || (held && held.resetAt > now)) return;
+    this.current(bucket, resetAt - now, now).count = count;
+  }
+
   async peek(bucket: string, limit: number, windowMs: number): Promise<HitResult> {
     const now = this.now();
     const w = this.windows.get(bucket);

@@ -1,5 +1,5 @@
-import type { Redis } from "ioredis";
-import { connectFailFast } from "./redis-connection.ts";
+import { MemoryStore } from "./memory-store.ts";
+import { LastSeen, type SharedRedis } from "./shared-redis.ts";
 import type { BucketHit, HitResult, RateLimitStore } from "./store.ts";
 
 /**
@@ -45,62 +45,75 @@ end
 return 1
 `;
 
-type HitCommand = (...args: (string | number)[]) => Promise<number[]>;
-type ReleaseCommand = (key: string) => Promise<number>;
-
 const keyOf = (bucket: string, windowMs: number) => `modelgate:rl:${bucket}:${windowMs}`;
 
 /**
- * The shared limiter in Redis. It fails fast (a short command timeout, no offline queue): an unreachable Redis
- * throws at once and the caller (ResilientStore) decides what happens.
+ * The request limiter shared by the replicas in Redis, under the outage policy of shared-redis.ts: while the circuit
+ * is open it counts in a memory store on this replica (`redis.onError: open`), each window starting at what Redis
+ * last said of it, or refuses with 503 (`closed`).
  */
 export class RedisStore implements RateLimitStore {
-  private constructor(private readonly redis: Redis) {}
+  private readonly fallback = new MemoryStore();
+  private readonly seen = new LastSeen<{ count: number; until: number }>();
 
-  /** Connects first, so a wrong REDIS_URL fails the start instead of every request. */
-  static async connect(url: string): Promise<RedisStore> {
-    return new RedisStore(await connectFailFast(url, 250, { mgRateHitAll: { lua: hitScript }, mgRateRelease: { numberOfKeys: 1, lua: releaseScript } }));
+  constructor(private readonly shared: SharedRedis) {
+    shared.defineScripts({ mgRateHitAll: { lua: hitScript }, mgRateRelease: { numberOfKeys: 1, lua: releaseScript } });
+  }
+
+  /** Whether the counts are shared (false while Redis is away). */
+  get healthy(): boolean {
+    return this.shared.healthy;
   }
 
   async hit(bucket: string, limit: number, windowMs: number): Promise<HitResult> {
     return (await this.hitAll([{ bucket, limit, windowMs }]))[0];
   }
 
-  async hitAll(hits: BucketHit[]): Promise<HitResult[]> {
-    const command = (this.redis as unknown as { mgRateHitAll: HitCommand }).mgRateHitAll;
-    const keys = hits.map((h) => keyOf(h.bucket, h.windowMs));
-    const out = await this.timed(command.call(this.redis, hits.length, ...keys, ...hits.flatMap((h) => [h.limit, h.windowMs])));
-    return hits.map((_, i) => ({ count: Number(out[3 * i]), resetMs: Number(out[3 * i + 1]), allowed: Number(out[3 * i + 2]) === 1 }));
+  hitAll(hits: BucketHit[]): Promise<HitResult[]> {
+    return this.shared.guarded(
+      async () => {
+        const keys = hits.map((h) => keyOf(h.bucket, h.windowMs));
+        const out = await this.shared.script<number[]>("mgRateHitAll", hits.length, ...keys, ...hits.flatMap((h) => [h.limit, h.windowMs]));
+        return this.remember(hits, hits.map((_, i) => ({ count: Number(out[3 * i]), resetMs: Number(out[3 * i + 1]), allowed: Number(out[3 * i + 2]) === 1 })));
+      },
+      () => {
+        for (const h of hits) {
+          const seen = this.seen.get(h.bucket);
+          if (seen) this.fallback.adopt(h.bucket, seen.count, seen.until);
+        }
+        return this.fallback.hitAllSync(hits);
+      },
+    );
   }
 
-  async release(bucket: string, windowMs: number): Promise<void> {
-    await this.timed((this.redis as unknown as { mgRateRelease: ReleaseCommand }).mgRateRelease(keyOf(bucket, windowMs)));
+  /** Best effort: a refund Redis cannot take now is not worth failing the request for. */
+  release(bucket: string, windowMs: number): Promise<void> {
+    return this.shared.bestEffort(
+      () => this.shared.script("mgRateRelease", keyOf(bucket, windowMs)),
+      () => this.fallback.releaseSync(bucket),
+    );
   }
 
-  async peek(bucket: string, limit: number, windowMs: number): Promise<HitResult> {
-    const key = keyOf(bucket, windowMs);
-    const [[, count], [, ttl]] = (await this.timed(this.redis.multi().get(key).pttl(key).exec())) as [[unknown, string | null], [unknown, number]];
-    const n = Number(count ?? 0);
-    return { count: n, resetMs: ttl > 0 ? ttl : windowMs, allowed: n < limit };
+  peek(bucket: string, limit: number, windowMs: number): Promise<HitResult> {
+    return this.shared.guarded(
+      async () => {
+        const key = keyOf(bucket, windowMs);
+        const [[, count], [, ttl]] = (await this.shared.transaction((multi) => multi.get(key).pttl(key))) as [[unknown, string | null], [unknown, number]];
+        const n = Number(count ?? 0);
+        return this.remember([{ bucket, limit, windowMs }], [{ count: n, resetMs: ttl > 0 ? ttl : windowMs, allowed: n < limit }])[0];
+      },
+      () => this.fallback.peek(bucket, limit, windowMs),
+    );
   }
 
-  async ping(): Promise<void> {
-    await this.timed(this.redis.ping());
+  private remember(hits: BucketHit[], results: HitResult[]): HitResult[] {
+    const now = Date.now();
+    hits.forEach((h, i) => this.seen.remember(h.bucket, { count: results[i].count, until: now + results[i].resetMs }));
+    return results;
   }
 
-  /** A command that timed out means the connection may be dead while open (a partition): it is replaced. */
-  private async timed<T>(command: Promise<T>): Promise<T> {
-    try {
-      return await command;
-    } catch (err) {
-      // Destroyed, not ended: a graceful close would wait seconds for a peer that does not answer. ioredis then
-      // reconnects by its retryStrategy.
-      if (/timed out/i.test((err as Error).message)) this.redis.stream?.destroy();
-      throw err;
-    }
-  }
-
+  /** The fallback's counts go; the connection is its owner's to close. */
   async close(): Promise<void> {
-    this.redis.disconnect();
+    await this.fallback.close();
   }
 }

@@ -26,6 +26,7 @@ export interface SharedStoreCircuitOptions {
 export class SharedStoreCircuit {
   private readonly breaker: CircuitBreakerPolicy;
   private prober: NodeJS.Timeout | null = null;
+  private closed = false;
 
   constructor(private readonly options: SharedStoreCircuitOptions) {
     this.breaker = circuitBreaker(handleAll, { halfOpenAfter: probeEveryMs, breaker: new ConsecutiveBreaker(options.failuresToOpen) });
@@ -76,7 +77,8 @@ export class SharedStoreCircuit {
   }
 
   private startProbing(): void {
-    if (this.prober) return;
+    // A call failing after close (a lease's renewal on a closed connection) does not start probing again.
+    if (this.prober || this.closed) return;
     this.prober = setInterval(() => void this.breaker.execute(this.options.ping).catch(() => {}), probeEveryMs);
     this.prober.unref();
   }
@@ -87,6 +89,7 @@ export class SharedStoreCircuit {
   }
 
   close(): void {
+    this.closed = true;
     this.stopProbing();
   }
 }

@@ -30,6 +30,4 @@ export interface RateLimitStore {
   /** The window's state without counting (for headers on answers that do not count). */
   peek(bucket: string, limit: number, windowMs: number): Promise<HitResult>;
   close(): Promise<void>;
-  /** Answers when the store is reachable (a shared store's health probe). */
-  ping?(): Promise<void>;
 }

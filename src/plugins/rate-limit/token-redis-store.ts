@@ -1,6 +1,5 @@
-import type { Redis } from "ioredis";
-import { connectFailFast } from "./redis-connection.ts";
-import type { AmountHit, AmountResult, AmountSettle, ReserveOutcome, TokenStore } from "./token-store.ts";
+import { LastSeen, type SharedRedis } from "./shared-redis.ts";
+import { MemoryTokenStore, type AmountHit, type AmountResult, type AmountSettle, type ReserveOutcome, type TokenStore } from "./token-store.ts";
 
 /*
  * The token counters in Redis, shared exactly by replicas: one atomic script reserves in every bucket or in none,
@@ -85,10 +84,6 @@ end
 return 1
 `;
 
-type Script = (...args: (string | number)[]) => Promise<(number | string)[]>;
-
-const commandTimeoutMs = 2000;
-
 const keyOf = (bucket: string) => `modelgate:tok:${bucket}`;
 
 /** A seeded period's bucket outlives the period by this much, so settles of requests that straddle its end land. */
@@ -97,26 +92,40 @@ const periodGraceMs = 3_600_000;
 let windowIds = 0;
 const newWindowId = () => `${process.pid.toString(36)}.${Date.now().toString(36)}.${(++windowIds).toString(36)}`;
 
+/**
+ * The token counters shared by the replicas in Redis, under the outage policy of shared-redis.ts: while the circuit
+ * is open, `redis.onError: open` counts in a memory store on this replica, which starts each token window at what
+ * Redis last said of it and seeds quota and budget periods again from the usage table; `closed` answers 503.
+ */
 export class RedisTokenStore implements TokenStore {
-  private constructor(private readonly redis: Redis) {}
+  private readonly fallback = new MemoryTokenStore();
+  /** What Redis last said of each rolling window (used, when it ends), for the fallback to start from. */
+  private readonly seen = new LastSeen<{ used: number; until: number }>();
 
-  /**
-   * The request limiter's fail-fast connection (redis-connection.ts: no offline queue, reconnect quickly), but commands
-   * time out after 2 s instead of 250 ms: on a saturated node the event loop alone can delay an answer past 250 ms,
-   * and a circuit opened then counts tokens per replica (redis.onError: open), which over-admits across replicas.
-   */
-  static async connect(url: string): Promise<RedisTokenStore> {
-    const scripts = { mgTokReserve: { lua: reserveScript }, mgTokSettle: { lua: settleScript }, mgTokSeed: { numberOfKeys: 1, lua: seedScript } };
-    return new RedisTokenStore(await connectFailFast(url, commandTimeoutMs, scripts));
+  constructor(private readonly shared: SharedRedis) {
+    shared.defineScripts({ mgTokReserve: { lua: reserveScript }, mgTokSettle: { lua: settleScript }, mgTokSeed: { numberOfKeys: 1, lua: seedScript } });
   }
 
-  private command(name: string): Script {
-    return ((this.redis as unknown as Record<string, Script>)[name]).bind(this.redis);
+  reserve(hits: AmountHit[]): Promise<ReserveOutcome> {
+    return this.shared.guarded(
+      async () => {
+        const outcome = await this.reserveShared(hits);
+        if (!outcome.missing) this.remember(hits, outcome.results);
+        return outcome;
+      },
+      () => {
+        for (const h of hits) {
+          const seen = h.windowMs !== undefined ? this.seen.get(h.bucket) : undefined;
+          if (seen) this.fallback.adopt(h.bucket, seen.used, seen.until);
+        }
+        return this.fallback.reserveSync(hits);
+      },
+    );
   }
 
-  async reserve(hits: AmountHit[]): Promise<ReserveOutcome> {
+  private async reserveShared(hits: AmountHit[]): Promise<ReserveOutcome> {
     const args = hits.flatMap((h) => [h.limit, h.amount, h.windowMs ?? 0, newWindowId()]);
-    const out = await this.timed(this.command("mgTokReserve")(hits.length, ...hits.map((h) => keyOf(h.bucket)), ...args));
+    const out = await this.shared.script<(number | string)[]>("mgTokReserve", hits.length, ...hits.map((h) => keyOf(h.bucket)), ...args);
     if (Number(out[0]) === 0) return { missing: out.slice(1).map((i) => hits[Number(i) - 1].bucket) };
     const now = Date.now();
     const results: AmountResult[] = hits.map((h, i) => {
@@ -132,16 +141,39 @@ export class RedisTokenStore implements TokenStore {
     return { missing: null, taken: Number(out[1]) === 1, results };
   }
 
-  async settle(settles: AmountSettle[]): Promise<void> {
-    const live = settles.filter((s) => s.delta !== 0);
-    if (live.length === 0) return;
-    await this.timed(this.command("mgTokSettle")(live.length, ...live.map((s) => keyOf(s.bucket)), ...live.flatMap((s) => [s.delta, s.windowId])));
+  private remember(hits: AmountHit[], results: AmountResult[]): void {
+    const now = Date.now();
+    hits.forEach((h, i) => {
+      if (h.windowMs !== undefined) this.seen.remember(h.bucket, { used: results[i].used, until: now + results[i].resetMs });
+    });
   }
 
-  async peek(hits: AmountHit[]): Promise<AmountResult[]> {
-    const multi = this.redis.multi();
-    for (const h of hits) multi.hget(keyOf(h.bucket), "u").pttl(keyOf(h.bucket)).hget(keyOf(h.bucket), "w");
-    const answers = (await this.timed(multi.exec())) ?? [];
+  /** Best effort, like the request limiter's release: a settle Redis cannot take now does not fail the request. */
+  settle(settles: AmountSettle[]): Promise<void> {
+    const live = settles.filter((s) => s.delta !== 0);
+    if (live.length === 0) return Promise.resolve();
+    return this.shared.bestEffort(
+      () => this.shared.script("mgTokSettle", live.length, ...live.map((s) => keyOf(s.bucket)), ...live.flatMap((s) => [s.delta, s.windowId])),
+      () => this.fallback.settleSync(live),
+    );
+  }
+
+  peek(hits: AmountHit[]): Promise<AmountResult[]> {
+    return this.shared.guarded(
+      async () => {
+        const results = await this.peekShared(hits);
+        this.remember(hits, results);
+        return results;
+      },
+      () => this.fallback.peekSync(hits),
+    );
+  }
+
+  private async peekShared(hits: AmountHit[]): Promise<AmountResult[]> {
+    const answers = await this.shared.transaction((multi) => {
+      for (const h of hits) multi.hget(keyOf(h.bucket), "u").pttl(keyOf(h.bucket)).hget(keyOf(h.bucket), "w");
+      return multi;
+    });
     const now = Date.now();
     return hits.map((h, i) => {
       const used = Number(answers[3 * i]?.[1] ?? 0);
@@ -151,34 +183,15 @@ export class RedisTokenStore implements TokenStore {
     });
   }
 
-  async seed(bucket: string, value: number, expireAt: number): Promise<void> {
-    await this.timed(this.command("mgTokSeed")(keyOf(bucket), value, expireAt + periodGraceMs));
+  seed(bucket: string, value: number, expireAt: number): Promise<void> {
+    return this.shared.guarded(
+      async () => void (await this.shared.script("mgTokSeed", keyOf(bucket), value, expireAt + periodGraceMs)),
+      () => this.fallback.seedSync(bucket, value, expireAt),
+    );
   }
 
-  async ping(): Promise<void> {
-    await this.timed(this.redis.ping());
-  }
-
-  /** When the connection last answered anything. */
-  private lastAnswerAt = Date.now();
-
-  /**
-   * A timed-out command may mean a dead connection (a partition), which is replaced, as the request limiter's; but
-   * only when the connection has answered nothing for the whole timeout: on a busy node one slow answer among
-   * others is not a dead connection, and destroying it would fail every command in flight on it at once.
-   */
-  private async timed<T>(command: Promise<T>): Promise<T> {
-    try {
-      const answer = await command;
-      this.lastAnswerAt = Date.now();
-      return answer;
-    } catch (err) {
-      if (/timed out/i.test((err as Error).message) && Date.now() - this.lastAnswerAt >= commandTimeoutMs) this.redis.stream?.destroy();
-      throw err;
-    }
-  }
-
+  /** The fallback's counts go; the connection is its owner's to close. */
   async close(): Promise<void> {
-    this.redis.disconnect();
+    await this.fallback.close();
   }
 }

@@ -46,7 +46,6 @@ export interface TokenStore {
   /** Sets a seeded bucket's starting value unless it is held already. */
   seed(bucket: string, value: number, expireAt: number): Promise<void>;
   close(): Promise<void>;
-  ping?(): Promise<void>;
 }
 
 interface Held {

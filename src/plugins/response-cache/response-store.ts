@@ -62,7 +62,7 @@ export class RedisResponseStore implements ResponseStore {
 
   /** The connection, made once; a failed attempt is forgotten so the next call tries again. */
   connection(): Promise<Redis> {
-    this.connecting ??= connectFailFast(this.url, 250, {}).catch((err: unknown) => {
+    this.connecting ??= connectFailFast(this.url, 250).catch((err: unknown) => {
       this.connecting = null;
       throw err;
     });
