@@ -114,7 +114,7 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   const usage = new UsageRecorder(store, app.log);
   closers.push(() => usage.close());
   store.health.onUnreachable(() => metrics.storeErrors.inc({ store: "database" }));
-  catalog = new ModelCatalog(config.models, options.engines ?? builtInEngines(), app.log, metrics.runnerObserver);
+  catalog = new ModelCatalog(config.models, options.engines ?? builtInEngines(), app.log, metrics.runnerObserver, config.routes);
   closers.push(() => catalog.unloadAll());
   const streams = new OpenStreams();
   // Shared by the replicas when Redis is configured and a plan limits concurrency; else counted on this node.

@@ -1,6 +1,11 @@
 /** What a request's handlers learn about it, for its access-log line and its metrics. */
 export interface RequestOutcome {
+  /** The catalog entry that served (or last tried) the request. */
   model: string | null;
+  /** The route the client named, when it named one (issue 45); `model` is then the route's target. */
+  route: string | null;
+  /** Why the request moved on to the route's next target, one reason per fallback. */
+  fallbackReasons: string[];
   promptTokens: number | null;
   completionTokens: number | null;
   /** Milliseconds from the request to the first generated token (chat). */

@@ -21,7 +21,8 @@ function routeOf(url: string | undefined, status: number): string {
 /**
  * One access-log line per request (replacing Fastify's two) and the request-level metrics, both written when the
  * response is done. The line carries ids, route, status, error code, key id and display prefix (never the key),
- * account, model, endpoint, tokens, TTFT, duration, bytes and client address.
+ * account, model (the entry that served), the model route the client named with its fallbacks and their reasons,
+ * endpoint, tokens, TTFT, duration, bytes and client address.
  */
 export const observabilityPlugin = fp(
   async (app, opts: { metrics: Metrics }) => {
@@ -52,6 +53,8 @@ export const observabilityPlugin = fp(
     app.addHook("onRequest", (request, reply, done) => {
       request.outcome = {
         model: null,
+        route: null,
+        fallbackReasons: [],
         promptTokens: null,
         completionTokens: null,
         ttftMs: null,
@@ -103,6 +106,9 @@ export const observabilityPlugin = fp(
           keyPrefix: auth?.keyPrefix,
           account: auth?.accountId,
           model: outcome.model || undefined,
+          modelRoute: outcome.route ?? undefined,
+          fallbacks: outcome.route ? outcome.fallbackReasons.length : undefined,
+          fallbackReason: outcome.fallbackReasons.length > 0 ? outcome.fallbackReasons.join(",") : undefined,
           endpoint: route.config?.endpoint,
           promptTokens: tokens ? outcome.promptTokens : undefined,
           completionTokens: tokens ? outcome.completionTokens : undefined,
