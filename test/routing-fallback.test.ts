@@ -2,6 +2,7 @@
 // front of upstreams in their own processes), each charged once, to the target that served.
 import assert from "node:assert/strict";
 import path from "node:path";
+import { Writable } from "node:stream";
 import { after, before, test } from "node:test";
 import { startCanned, startListening, type Peer } from "../harness/peers.ts";
 import { modelsDir, repoRoot, startServer, type TestServer } from "../harness/server.ts";
@@ -33,8 +34,16 @@ let slow: Peer;
 let slowStreams: Peer;
 let canned: Peer;
 let srv: TestServer;
+/** The server's log lines (the access line among them). */
+const lines: Record<string, unknown>[] = [];
 
 before(async () => {
+  const stream = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const l of chunk.toString("utf8").split("\n").filter(Boolean)) lines.push(JSON.parse(l) as Record<string, unknown>);
+      done();
+    },
+  });
   [slow, slowStreams, canned] = await Promise.all([paced(20_000), paced(20_000), startCanned()]);
   srv = await startServer({
     adminToken,
@@ -60,7 +69,7 @@ before(async () => {
       { id: "window-off", targets: [{ model: "short" }], fallbacks: ["long"], fallbackOn: { contextWindow: false } },
       { id: "tools-first", targets: [{ model: "strict" }], fallbacks: ["lenient"] },
     ],
-  });
+  }, { logger: { level: "info", stream } });
 });
 
 after(async () => {
@@ -168,6 +177,11 @@ test("issue 45.1 fallback: saturate target 1 (queue full): the overflow is serve
   const used = answers.reduce((n, a) => n + a.body.usage.total_tokens, 0);
   assert.equal(await remaining(key), 1_000_000 - used);
   assert.match(await fallbackCount("overflow"), /target="busy",reason="overloaded"\} \d+/);
+  // The access line of a request that fell back: the route, the target that served, how many fallbacks and why.
+  await waitFor(() => lines.filter((l) => l.msg === "request" && l.modelRoute === "overflow").length, (n) => n === 6, "the access lines");
+  const line = lines.find((l) => l.msg === "request" && l.modelRoute === "overflow" && l.model === "spare")!;
+  assert.deepEqual([line.status, line.model, line.modelRoute, line.fallbacks, line.fallbackReason], [200, "spare", "overflow", 1, "overloaded"]);
+  assert.equal(line.promptTokens, spared[0].body.usage.prompt_tokens);
 });
 
 test("issue 45.1 fallback: a 3,000-token prompt on a route of a 2,048-token and a 4,096-token stories260K is served by the second", async () => {

@@ -6,6 +6,7 @@ import { startCanned, type Peer } from "../harness/peers.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 import { usageRows } from "./helpers/usage.ts";
 
+const adminToken = "Lq2Wm9Xn4Rb7Tc1Vd8Ze5Yf3Ug6Ah0Sj-Kp_Io";
 let canned: Peer;
 let srv: TestServer;
 
@@ -13,6 +14,7 @@ before(async () => {
   canned = await startCanned();
   const upstream = { engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `http://127.0.0.1:${canned.port}/v1`, model: "canned", maxInFlight: 64 }] };
   srv = await startServer({
+    adminToken,
     plans: { default: { rateLimit: { requests: 100_000, window: "1m" } } },
     models: [
       { id: "stable", ...upstream },
@@ -65,9 +67,15 @@ test("issue 45.1 weighted rollout: 2,000 requests over a 90/10 route land 10% ±
   const rows = await usageRows(srv.server, srv.config, accountId, id);
   const requests = Object.fromEntries(rows.map(([model, , count]) => [model, count]));
   assert.deepEqual(requests, { stable: onStable, candidate: onCandidate });
-  // The admin API shows the split of the last minute.
-  const admin = await srv.get("/metrics");
-  assert.equal(admin.status, 401);
+  // The admin API shows the configured split and what each target answered over the last minute.
+  const route = (await (await srv.get("/admin/v1/routes/chat-default", { key: adminToken })).json()) as { targets: { model: string; share: number; servedLastMinute: number }[] };
+  assert.deepEqual(
+    route.targets.map((t) => [t.model, t.share, t.servedLastMinute]),
+    [
+      ["stable", 0.9, onStable],
+      ["candidate", 0.1, onCandidate],
+    ],
+  );
 });
 
 test("issue 45.1 weighted rollout: every turn of one conversation lands on the target of its first turn", async () => {

@@ -30,7 +30,14 @@ export class ModelRoute {
     const [first, ...rest] = targets;
     const shared = <T>(pick: (s: EngineSupport) => readonly T[]) => rest.reduce((all, t) => all.filter((x) => pick(t.support).includes(x)), [...pick(first.support)]);
     this.asModel = {
-      entry: { ...first.entry, id: config.id, engine: "route", capabilities: config.capabilities, contextSize: config.contextSize },
+      entry: {
+        ...first.entry,
+        id: config.id,
+        engine: "route",
+        capabilities: config.capabilities,
+        contextSize: config.contextSize,
+        parallel: Math.max(...targets.map((t) => t.entry.parallel)),
+      },
       support: { endpoints: shared((s) => s.endpoints), features: shared((s) => s.features), refuses: targets.flatMap((t) => t.support.refuses) },
     };
   }

@@ -75,7 +75,7 @@ export default async function batchesRoutes(app: FastifyInstance): Promise<void>
       });
       const now = Date.now();
       const failed = parsed.errors.length > 0;
-      const parallel = [...parsed.models].map((m) => app.ctx.catalog.find(m)?.entry.parallel ?? 1);
+      const parallel = [...parsed.models].map((m) => (app.ctx.catalog.find(m) ?? app.ctx.catalog.route(m)?.asModel)?.entry.parallel ?? 1);
       const batch: BatchRecord = {
         id: newId("batch_"),
         accountId: auth.accountId,
