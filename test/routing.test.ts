@@ -9,6 +9,7 @@ import { testConfig } from "../harness/config.ts";
 import { modelsDir, runCli, startServer, tempDir, writeConfig, type TestServer } from "../harness/server.ts";
 import { errorOf } from "./helpers/errors.ts";
 import { usageRows } from "./helpers/usage.ts";
+import { waitFor } from "./helpers/wait-for.ts";
 
 const adminToken = "Qw8eRt5yUi2oPa7sDf4gHj1kLz9xCv6bNm3-Mq";
 const stories = path.join(modelsDir, "stories260K.gguf");
@@ -16,6 +17,7 @@ const llama = (id: string, source: string, capabilities: string[], extra: Record
 const embedGguf = path.join(modelsDir, "forged/bert-embed-tiny.gguf");
 const models = [
   llama("small", stories, ["chat"], { contextSize: 512 }),
+  llama("sleepy", stories, ["chat"], { contextSize: 512, load: "lazy" }),
   llama("big", stories, ["chat"], { contextSize: 1024 }),
   llama("tools", path.join(modelsDir, "forged/stories260K-chatml-tools.gguf"), ["chat", "tools"], { contextSize: 2048 }),
   llama("embed-a", embedGguf, ["embeddings"]),
@@ -29,6 +31,7 @@ const routes = [
   { id: "vectors", targets: [{ model: "embed-a", weight: 3 }, { model: "embed-b", weight: 1 }] },
   { id: "ranker", targets: [{ model: "rerank-a" }] },
   { id: "speech", targets: [{ model: "whisper-a" }] },
+  { id: "wake", targets: [{ model: "sleepy" }], fallbacks: ["small"] },
 ];
 
 let srv: TestServer;
@@ -146,7 +149,37 @@ test("issue 45.1 every endpoint through a route: chat, /v1/responses, embeddings
   // The admin API: each route's split and what it served in the last minute.
   const admin = (await (await srv.get("/admin/v1/routes/chat-default", { key: adminToken })).json()) as { targets: { model: string; share: number; servedLastMinute: number }[] };
   assert.deepEqual(admin.targets.map((t) => [t.model, t.share]), [["big", 0.5], ["small", 0.5]]);
-  assert.equal(admin.targets.find((t) => t.model === chat.model)!.servedLastMinute, 3);
+  // (other tests' requests through the route count too)
+  assert.ok(admin.targets.find((t) => t.model === chat.model)!.servedLastMinute >= 3);
+});
+
+test("issue 45.1 a target not loaded yet is unavailable: its requests go to the fallback while it loads, then to it", async () => {
+  const { key } = await srv.createKey();
+  const ask = () => srv.post("/v1/chat/completions", { model: "wake", messages: [{ role: "user", content: "Once upon a time" }], max_tokens: 2 }, { key });
+  const first = await ask();
+  assert.equal(((await first.json()) as { model: string }).model, "small");
+  assert.equal(first.headers.get("x-modelgate-route"), "wake; target=small; fallbacks=1");
+  const admin = (await (await srv.get("/admin/v1/routes/wake", { key: adminToken })).json()) as { fallbacksLastMinute: unknown[] };
+  assert.deepEqual(admin.fallbacksLastMinute, [{ from: "sleepy", reason: "unavailable", count: 1 }]);
+  // The request started its load; once loaded, the target serves.
+  await waitFor(() => srv.server.ctx.catalog.get("sleepy").state, (s) => s === "ready", "sleepy to load");
+  const later = await ask();
+  assert.equal(later.headers.get("x-modelgate-route"), "wake; target=sleepy; fallbacks=0");
+});
+
+test("issue 45.1 the Batch API: lines naming a route run on its targets, each output line naming the model that served it", async () => {
+  const { key, id, accountId } = await srv.createKey();
+  const client = srv.openai(key);
+  const lines = [0, 1, 2, 3].map((i) => JSON.stringify({ custom_id: `c${i}`, method: "POST", url: "/v1/chat/completions", body: { model: "chat-default", messages: [{ role: "user", content: `Batch story ${i}` }], max_tokens: 2 } }));
+  const file = await client.files.create({ file: await toFile(Buffer.from(`${lines.join("\n")}\n`), "input.jsonl"), purpose: "batch" });
+  const created = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+  const batch = await waitFor(() => client.batches.retrieve(created.id), (b) => b.status === "completed", "the batch to complete", 60_000, 100);
+  const out = (await (await client.files.content(batch.output_file_id!)).text()).trim().split("\n").map((l) => JSON.parse(l) as { response: { body: { model: string } } });
+  const served = out.map((l) => l.response.body.model);
+  for (const model of served) assert.ok(["big", "small"].includes(model), model);
+  const rows = await usageRows(srv.server, srv.config, accountId, id);
+  const byModel = Object.fromEntries(rows.map(([model, , requests]) => [model, requests]));
+  assert.deepEqual(byModel, Object.fromEntries(["big", "small"].filter((m) => served.includes(m)).map((m) => [m, served.filter((s) => s === m).length])));
 });
 
 test("issue 45.1 /v1/tokenize on a route counts with the target a request would run on, and answers the route's largest window", async () => {
