@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import { Writable } from "node:stream";
 import { after, before, test } from "node:test";
+import { startLlamaServer, type LlamaServer } from "../harness/llama-server.ts";
 import { startCanned, startListening, type Peer } from "../harness/peers.ts";
 import { modelsDir, repoRoot, startServer, type TestServer } from "../harness/server.ts";
 import { errorOf } from "./helpers/errors.ts";
@@ -13,7 +14,6 @@ import { waitFor } from "./helpers/wait-for.ts";
 
 const adminToken = "Yd3kq8Rw_Lm2Zp7Tn4Vx9Bc6Hs1Jf5Gt0Ka-Ue";
 const stories = path.join(modelsDir, "stories260K.gguf");
-const forgedTools = path.join(modelsDir, "forged/stories260K-chatml-tools.gguf");
 const llama = (id: string, source: string, extra: Record<string, unknown>) => ({ id, engine: "llama", source, capabilities: ["chat"], threads: 1, ...extra });
 /**
  * An upstream engine on one upstream, ejected after two failures; no health checks (the paced upstream would answer
@@ -33,6 +33,7 @@ const paced = (ms: number) => startListening(path.join(repoRoot, "harness/paced-
 let slow: Peer;
 let slowStreams: Peer;
 let canned: Peer;
+let llamaServer: LlamaServer;
 let srv: TestServer;
 /** The server's log lines (the access line among them). */
 const lines: Record<string, unknown>[] = [];
@@ -44,7 +45,7 @@ before(async () => {
       done();
     },
   });
-  [slow, slowStreams, canned] = await Promise.all([paced(20_000), paced(20_000), startCanned()]);
+  [slow, slowStreams, canned, llamaServer] = await Promise.all([paced(20_000), paced(20_000), startCanned(), startLlamaServer(stories, ["-c", "256"])]);
   srv = await startServer({
     adminToken,
     plans: { metered: { tokenLimit: { tokens: 1_000_000, window: "1h" } } },
@@ -54,12 +55,11 @@ before(async () => {
       upstream("pool-c", slowStreams.port),
       upstream("pool-b", canned.port),
       llama("busy", stories, { contextSize: 512, parallel: 1, queueSize: 0 }),
-      llama("spare", stories, { contextSize: 512, parallel: 2 }),
+      llama("spare", stories, { capabilities: ["chat", "json"], contextSize: 512, parallel: 2 }),
       llama("short", stories, { contextSize: 2048, parallel: 1 }),
       // Flash attention off: llama.cpp evaluates a long prompt of this tiny model several times faster without it.
       llama("long", stories, { contextSize: 4096, parallel: 1, flashAttention: false }),
-      llama("strict", forgedTools, { capabilities: ["chat", "tools"], contextSize: 2048, parallel: 1, limits: { maxTools: 0 } }),
-      llama("lenient", forgedTools, { capabilities: ["chat", "tools"], contextSize: 2048, parallel: 1 }),
+      { id: "ls", engine: "upstream", capabilities: ["chat", "json"], upstreams: [{ url: `${llamaServer.origin}/v1`, model: "stories" }], tokenize: "none" },
     ],
     routes: [
       { id: "ha", targets: [{ model: "pool-a" }], fallbacks: ["pool-b"] },
@@ -67,7 +67,7 @@ before(async () => {
       { id: "overflow", targets: [{ model: "busy" }], fallbacks: ["spare"] },
       { id: "window", targets: [{ model: "short" }], fallbacks: ["long"] },
       { id: "window-off", targets: [{ model: "short" }], fallbacks: ["long"], fallbackOn: { contextWindow: false } },
-      { id: "tools-first", targets: [{ model: "strict" }], fallbacks: ["lenient"] },
+      { id: "strict-first", targets: [{ model: "ls" }], fallbacks: ["spare"] },
     ],
   }, { logger: { level: "info", stream } });
 });
@@ -75,6 +75,7 @@ before(async () => {
 after(async () => {
   await srv?.close();
   for (const peer of [slow, slowStreams, canned]) peer?.child.kill("SIGKILL");
+  await llamaServer?.stop();
 });
 
 type Chat = { model: string; usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number } };
@@ -204,12 +205,15 @@ test("issue 45.1 fallback: a 3,000-token prompt on a route of a 2,048-token and 
 
 test("issue 45.1 fallback: a 400 from target 1 is never retried on target 2", async () => {
   const { key, id, accountId } = await srv.createKey();
-  const tools = [{ type: "function", function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } } }];
-  const res = await srv.post("/v1/chat/completions", { model: "tools-first", messages: once, tools, max_tokens: 8 }, { key });
-  assert.deepEqual(await errorOf(res), { status: 400, type: "invalid_request_error", code: "invalid_parameter", param: "tools" });
-  assert.equal(res.headers.get("x-modelgate-route"), "tools-first; target=strict; fallbacks=0");
-  // Target 2 would have taken it; it never saw it.
-  assert.equal((await srv.post("/v1/chat/completions", { model: "lenient", messages: once, tools, max_tokens: 8 }, { key: (await srv.createKey()).key })).status, 200);
+  // llama-server refuses a JSON schema whose $ref leads nowhere: 400 invalid_request_error, the request's own fault.
+  const response_format = { type: "json_schema", json_schema: { name: "x", schema: { type: "object", properties: { a: { $ref: "#/definitions/missing" } } } } };
+  const res = await srv.post("/v1/chat/completions", { model: "strict-first", messages: once, max_tokens: 8, response_format }, { key });
+  assert.deepEqual(await errorOf(res), { status: 400, type: "invalid_request_error", code: "invalid_parameter", param: null });
+  assert.equal(res.headers.get("x-modelgate-route"), "strict-first; target=ls; fallbacks=0");
+  // Target 2 never saw it: no usage, no fallback counted.
   assert.deepEqual(await usageRows(srv.server, srv.config, accountId, id), []);
-  assert.equal(await fallbackCount("tools-first"), "");
+  assert.equal(await fallbackCount("strict-first"), "");
+  // The same route serves a request without the fault on target 1.
+  const fine = await srv.post("/v1/chat/completions", { model: "strict-first", messages: once, max_tokens: 2 }, { key });
+  assert.equal(fine.headers.get("x-modelgate-route"), "strict-first; target=ls; fallbacks=0");
 });
