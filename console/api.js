@@ -64,6 +64,7 @@ export const api = {
   rotateKey: (id, email) => call("POST", `/admin/v1/keys/${enc(id)}/rotate`, undefined, onBehalf(email)),
   revokeKey: (id, email) => call("POST", `/admin/v1/keys/${enc(id)}/revoke`, undefined, onBehalf(email)),
   models: () => call("GET", "/admin/v1/models"),
+  routes: () => call("GET", "/admin/v1/routes"),
   batches: (account) => call("GET", `/admin/v1/batches${account ? `?account=${enc(account)}` : ""}`),
   dailyUsage: (account) => call("GET", `/admin/v1/usage/daily${account ? `?account=${enc(account)}` : ""}`),
   audit: (filter) => call("GET", `/admin/v1/audit?${new URLSearchParams(Object.entries(filter).filter(([, v]) => v))}`),

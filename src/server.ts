@@ -118,7 +118,7 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   const usage = new UsageRecorder(store, app.log);
   closers.push(() => usage.close());
   store.health.onUnreachable(() => metrics.storeErrors.inc({ store: "database" }));
-  catalog = new ModelCatalog(config.models, options.engines ?? builtInEngines(), app.log, metrics.runnerObserver);
+  catalog = new ModelCatalog(config.models, options.engines ?? builtInEngines(), app.log, metrics.runnerObserver, config.routes);
   closers.push(() => catalog.unloadAll());
   const streams = new OpenStreams();
   // Every limiter shares its counts with the other replicas through this Redis, under one outage policy.

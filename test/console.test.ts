@@ -44,6 +44,7 @@ before(async () => {
     anonymousRateLimit: { requests: 40, window: "1m" },
     plans: { default: { endpoints: ["models", "chat", "embeddings"] } },
     models: [{ id: "stories", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"], contextSize: 256, parallel: 2, threads: 1 }],
+    routes: [{ id: "story-time", targets: [{ model: "stories" }] }],
   });
   browser = await chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox", `--ignore-certificate-errors-spki-list=${spkiHash(srv.ca)}`] });
   // bypassCSP only lets this page inject axe-core; the last test runs the console under its own CSP.
@@ -409,6 +410,12 @@ test("§2.9 console: under its own CSP every page works (no violation), and the 
   const row = tab.getByRole("table", { name: /Queue by account/ }).locator("tbody tr").first();
   await row.waitFor();
   assert.match((await row.textContent()) ?? "", /^acct_\w+.* \/ .*\d+%$/, "account, weight, waiting, running, tokens and share");
+  // Issue 45: each route's split and what each model answered for it in the last minute.
+  const routed = await srv.post("/v1/chat/completions", { model: "story-time", messages: [{ role: "user", content: "Once upon a time" }], max_tokens: 2 }, { key: (await srv.createKey()).key });
+  assert.equal(routed.headers.get("x-modelgate-route"), "story-time; target=stories; fallbacks=0");
+  const split = tab.getByRole("table", { name: /Split and fallbacks/ }).locator("tbody tr").first();
+  await waitFor(async () => (await split.textContent()) ?? "", (text) => text.endsWith("1"), "the route's row after a request through it");
+  assert.equal(await split.textContent(), "stories100% of new conversations (weight 1)ready1");
   await tab.close();
   assert.deepEqual(violations, []);
 });

@@ -1,10 +1,12 @@
 import type { FastifyBaseLogger } from "fastify";
-import type { ModelEntry } from "../config/app-config.ts";
+import type { ModelEntry, RouteEntry } from "../config/app-config.ts";
 import type { Engine, EngineSupport } from "../engines/engine.ts";
 import type { EngineLog } from "../engines/engine-kind.ts";
 import { AppError } from "../errors/app-error.ts";
 import { ModelRunner } from "../scheduler/model-runner.ts";
 import type { RunnerObserver, RunnerStats } from "../scheduler/runner-types.ts";
+import { ModelRoute } from "./model-route.ts";
+import { checkRouteDimensions } from "./route-dimensions.ts";
 
 /** What the catalog needs of the engine registry: what an entry's engine can do, and how to build it. */
 export interface EngineBuilder {
@@ -12,10 +14,11 @@ export interface EngineBuilder {
   create(entry: ModelEntry, log: EngineLog): Promise<Engine>;
 }
 
-/** The models this node serves, each with its runner. */
+/** The models this node serves, each with its runner, and the routes over them (issue 45). */
 export class ModelCatalog {
   private runners = new Map<string, ModelRunner>();
   private listed: readonly ModelRunner[] | null = null;
+  private routes = new Map<string, ModelRoute>();
   readonly created = Math.floor(Date.now() / 1000);
   /** Reloads apply one after the other. */
   private reloading: Promise<ReloadSummary> | null = null;
@@ -25,8 +28,15 @@ export class ModelCatalog {
     private readonly engines: EngineBuilder,
     private readonly log: FastifyBaseLogger,
     private readonly observer?: RunnerObserver,
+    routes: readonly RouteEntry[] = [],
   ) {
     for (const entry of entries) this.runners.set(entry.id, this.runnerFor(entry));
+    this.routes = this.routesFor(routes);
+  }
+
+  private routesFor(routes: readonly RouteEntry[]): Map<string, ModelRoute> {
+    const runner = (id: string) => this.runners.get(id)!;
+    return new Map(routes.map((r) => [r.id, new ModelRoute(r, [...r.targets.map((t) => t.model), ...r.fallbacks].map((id) => runner(id)))]));
   }
 
   private runnerFor(entry: ModelEntry, create: (entry: ModelEntry) => Promise<Engine> = (e) => this.engines.create(e, this.log.child({ model: e.id }))): ModelRunner {
@@ -42,6 +52,15 @@ export class ModelCatalog {
     return this.runners.get(id);
   }
 
+  /** The route named `id`, if there is one (its targets are found with `find`, so a reload never leaves one stale). */
+  route(id: string): ModelRoute | undefined {
+    return this.routes.get(id);
+  }
+
+  routeList(): ModelRoute[] {
+    return [...this.routes.values()];
+  }
+
   /** The runner for `id`, or 404 model_not_found with param "model". */
   get(id: string): ModelRunner {
     const runner = this.runners.get(id);
@@ -49,9 +68,13 @@ export class ModelCatalog {
     return runner;
   }
 
-  /** Loads every eager model; resolves when each is ready, failed or missing (`serve` reports which, once). */
+  /**
+   * Loads every eager model; resolves when each is ready, failed or missing (`serve` reports which, once). Then each
+   * embeddings route's loaded targets must give vectors of one length: a ConfigError naming the route otherwise.
+   */
   async loadEager(): Promise<void> {
     await Promise.all(this.list().filter((r) => r.entry.load === "eager").map((r) => r.load()));
+    await checkRouteDimensions(this.routeList(), (id) => this.find(id), this.log);
   }
 
   /** Ready means every eager model is loaded (a missing one keeps the node not ready: /readyz says which). */
@@ -81,9 +104,9 @@ export class ModelCatalog {
    *   drained, so requests meanwhile get 503 model_loading and both never hold memory at once.
    * Resolves when removed and replaced runners are unloaded and eager models are loaded.
    */
-  reload(entries: ModelEntry[]): Promise<ReloadSummary> {
+  reload(entries: ModelEntry[], routes?: readonly RouteEntry[]): Promise<ReloadSummary> {
     const previous = this.reloading ?? Promise.resolve(null);
-    const run = previous.then(() => this.applyReload(entries));
+    const run = previous.then(() => this.applyReload(entries, routes));
     this.reloading = run;
     void run.finally(() => {
       if (this.reloading === run) this.reloading = null;
@@ -91,7 +114,7 @@ export class ModelCatalog {
     return run;
   }
 
-  private async applyReload(entries: ModelEntry[]): Promise<ReloadSummary> {
+  private async applyReload(entries: ModelEntry[], routes?: readonly RouteEntry[]): Promise<ReloadSummary> {
     const old = this.runners;
     const next = new Map<string, ModelRunner>();
     const summary: ReloadSummary = { added: [], removed: [], changed: [], unchanged: [] };
@@ -129,8 +152,12 @@ export class ModelCatalog {
     }
     this.runners = next;
     this.listed = null;
+    // The config loader checked the routes against these entries; without new routes, the old ones must still fit.
+    this.routes = this.routesFor(routes ?? [...this.routes.values()].map((r) => r.config).filter((r) => [...r.targets.map((t) => t.model), ...r.fallbacks].every((id) => next.has(id))));
     this.log.info(summary, "model catalog reloaded");
     await Promise.all([...draining, ...loading]);
+    // A reload cannot refuse to start: a length mismatch is logged at error level (as a startup would have refused).
+    await checkRouteDimensions(this.routeList(), (id) => this.find(id), this.log).catch((err: unknown) => this.log.error({ err }, "model catalog reload: an embeddings route mixes vector lengths"));
     return summary;
   }
 }

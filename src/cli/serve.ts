@@ -114,7 +114,13 @@ export const serveCommand: Command = {
       await pullMissingModels(config, (line) => cli.err(line));
       for (const runner of server.ctx.catalog.list()) runner.refresh();
     }
-    await server.ctx.catalog.loadEager();
+    try {
+      await server.ctx.catalog.loadEager();
+    } catch (err) {
+      // An embeddings route whose targets give vectors of different lengths: refuse to start (issue 45).
+      await server.close();
+      throw err;
+    }
     const stats = server.ctx.catalog.stats();
     for (const line of describeModels(config, stats)) log(line);
     const url = `https://${urlHost(config.server.host)}:${port}`;
@@ -143,7 +149,7 @@ export const serveCommand: Command = {
         if (!config.configFile) return;
         try {
           const next = loadConfig(config.configFile, builtInEngines(), overrides);
-          void server.ctx.catalog.reload(next.models);
+          void server.ctx.catalog.reload(next.models, next.routes);
           server.app.log.info("configuration reloaded");
         } catch (err) {
           server.app.log.error({ err }, "configuration reload failed; keeping the running configuration");

@@ -124,6 +124,23 @@ export interface ModelEntry {
   configuredEngine?: string;
 }
 
+/** Why a routed request moved on to the route's next target (issue 45); each is a trigger a route turns on or off. */
+export type FallbackReason = "unavailable" | "overloaded" | "upstream_error" | "context_window";
+
+/** A route with every default filled in: a public model id over catalog entries (docs/routing.md). */
+export interface RouteEntry {
+  id: string;
+  /** The weighted split (one target: an alias); weights are relative, and a 0 takes no new requests. */
+  targets: { model: string; weight: number }[];
+  /** Tried in order after the chosen target fails with a reason in `fallbackOn`. */
+  fallbacks: string[];
+  fallbackOn: ReadonlySet<FallbackReason>;
+  /** What every target and fallback can do: the route's capabilities. */
+  capabilities: Capability[];
+  /** The largest configured context window of its targets and fallbacks (null when none sets one). */
+  contextSize: number | null;
+}
+
 /** Where `engine: llama` entries run (top-level `llama` of the config). */
 export interface LlamaSettings {
   /** auto: entries with parallel > 1 on the managed llama-server when it is built; never: in-process; always: on it. */
@@ -209,6 +226,8 @@ export interface AppConfig {
   /** By name; a Map, so a name like `constructor` is just an unknown plan. */
   plans: ReadonlyMap<string, Plan>;
   models: ModelEntry[];
+  /** Public model ids over the models (issue 45). */
+  routes: RouteEntry[];
   llama: LlamaSettings;
   pull: "auto" | "never";
   /** True when no `models` were configured and the built-in catalog is served. */

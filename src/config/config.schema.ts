@@ -211,6 +211,48 @@ export const modelBaseProperties = {
   ),
 };
 
+/**
+ * A public model id over catalog entries (issue 45, docs/routing.md): a weighted split over `targets` (one target is
+ * an alias), then `fallbacks` in order when the chosen target fails with a trigger of `fallbackOn`. Targets and
+ * fallbacks are model ids, never other routes.
+ */
+export const RouteConfig = Type.Object(
+  {
+    id: modelBaseProperties.id,
+    targets: Type.Array(
+      Type.Object(
+        {
+          model: Type.String({ minLength: 1 }),
+          /** Its share of the route's requests, relative to the other targets' (default 1; 0 takes none). */
+          weight: Type.Optional(Type.Number({ minimum: 0, maximum: 1_000_000 })),
+        },
+        { additionalProperties: false },
+      ),
+      { minItems: 1, maxItems: 64 },
+    ),
+    /** Tried in this order when the chosen target fails with a trigger that is on (default: none). */
+    fallbacks: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 16 })),
+    /** Which failures move a request to the next fallback; each is on by default. */
+    fallbackOn: Type.Optional(
+      Type.Object(
+        {
+          /** The target cannot serve now: not loaded, its files missing, its load failed, every upstream down or ejected. */
+          unavailable: Type.Optional(Type.Boolean()),
+          /** 503 overloaded: its queue is full, or no slot within maxQueueWait; an upstream's 429 or 503. */
+          overloaded: Type.Optional(Type.Boolean()),
+          /** An upstream's other 5xx, a network error or a timeout (what the §7 client rules retry). */
+          upstreamError: Type.Optional(Type.Boolean()),
+          /** The prompt (with max_tokens) does not fit the target's context window: the next target that fits. */
+          contextWindow: Type.Optional(Type.Boolean()),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type RouteConfig = Static<typeof RouteConfig>;
+
 export const ModelConfig = Type.Object(modelBaseProperties, { additionalProperties: true });
 /** A model entry as written in a config: the base fields plus its engine's own (`threads`, `upstreams`...). */
 export type ModelConfigInput = Static<typeof ModelConfig> & Record<string, unknown>;
@@ -324,6 +366,8 @@ export const Config = Type.Object(
     currency: Type.Optional(Type.String({ pattern: "^[A-Z]{3}$" })),
     plans: Type.Optional(Type.Record(Type.String(), PlanConfig)),
     models: Type.Optional(Type.Array(ModelConfig)),
+    /** Public model ids over the models: weighted splits and ordered fallbacks (docs/routing.md). */
+    routes: Type.Optional(Type.Array(RouteConfig)),
     /** Where `engine: llama` entries run (docs/engines.md, "llama on the managed llama-server"). */
     llama: Type.Optional(
       Type.Object(

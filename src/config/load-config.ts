@@ -14,13 +14,10 @@ import { parseCidr } from "./cidr.ts";
 import { interpolateEnv } from "./env-interpolation.ts";
 import { applyEnvironment } from "./env-settings.ts";
 import { generateTokenHint, weakTokenReason } from "./token-strength.ts";
+import { ConfigError } from "./config-error.ts";
+import { resolveRoutes } from "./routes-config.ts";
 
-export class ConfigError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "ConfigError";
-  }
-}
+export { ConfigError } from "./config-error.ts";
 
 export interface ConfigOverrides {
   dataDir?: string;
@@ -287,6 +284,7 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
     }
   }
 
+  const models = modelConfigs.map((m, index) => resolveModel(m, { configDir, dataDir, serverTimeoutMs: requestTimeoutMs, engines, llama, file: file ?? "config", index }));
   return {
     configFile: file ? path.resolve(file) : null,
     configDir,
@@ -332,7 +330,8 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
     defaultPlan,
     currency: input.currency ?? "USD",
     plans,
-    models: modelConfigs.map((m, index) => resolveModel(m, { configDir, dataDir, serverTimeoutMs: requestTimeoutMs, engines, llama, file: file ?? "config", index })),
+    models,
+    routes: resolveRoutes(input.routes ?? [], models, file ?? "config"),
     llama,
     pull: input.pull ?? "never",
     usingDefaultCatalog,

@@ -30,6 +30,8 @@ import cacheAdminRoutes from "./admin/cache-admin.route.ts";
 import filesRoutes from "./batches/files.route.ts";
 import batchesRoutes from "./batches/batches.route.ts";
 import { batchesSchemas } from "./batches/batches.schema.ts";
+import routesAdminRoutes from "./admin/routes-admin.route.ts";
+import { routesAdminSchemas } from "./admin/routes-admin.schema.ts";
 
 type Routes = (app: FastifyInstance) => Promise<void>;
 
@@ -37,7 +39,7 @@ type Routes = (app: FastifyInstance) => Promise<void>;
 export const v1Routes: Routes[] = [modelsRoutes, openapiRoutes, chatRoutes, responsesRoutes, embeddingsRoutes, transcriptionRoutes, rerankRoutes, tokenizeRoutes, filesRoutes, batchesRoutes];
 
 /** Routes under /admin/v1 (paths relative to it): the admin token or a console session, by role (src/scopes/admin.scope.ts). */
-export const adminRoutes: Routes[] = [adminRoutesOfAccounts, membersAdminRoutes, modelsAdminRoutes, cacheAdminRoutes];
+export const adminRoutes: Routes[] = [adminRoutesOfAccounts, membersAdminRoutes, modelsAdminRoutes, cacheAdminRoutes, routesAdminRoutes];
 
 /** The web console: its page and files, sign-in, sessions, invites, TOTP and OIDC (src/scopes/console.scope.ts). */
 export const consoleRoutes: Routes[] = [consolePageRoutes, consoleSessionRoutes, consoleTotpRoutes, consoleOidcRoutes];
@@ -58,4 +60,5 @@ export const featureSchemas: TSchema[] = [
   ...membersSchemas,
   ...consoleSchemas,
   ...batchesSchemas,
+  ...routesAdminSchemas,
 ];

@@ -4,8 +4,10 @@ import type { Endpoint } from "../config/config.schema.ts";
 import { checkCapabilities, checkInputLimits, portOf, type LimitedInput } from "../engines/capabilities.ts";
 import { isClientDisconnect } from "../errors/aborts.ts";
 import type { ChatRequest, EndpointCapability, EndpointPorts } from "../engines/engine.ts";
+import type { ModelRunner } from "../scheduler/model-runner.ts";
 import type { Lease } from "../scheduler/runner-types.ts";
 import type { RequestContext } from "./request-context.ts";
+import { inTurn, planRoute } from "./routing.ts";
 import { currentContext, incomingContext, inSpan, SpanKind, startSpan } from "../telemetry/spans.ts";
 import type { Span } from "@opentelemetry/api";
 
@@ -37,76 +39,30 @@ export interface Inference<E extends EndpointCapability, P, R> {
  * The skeleton every inference endpoint shares, in the decisions.md order: the model exists (404), the key may use
  * it here (403), it can do what the request asks (400, one check), the inputs are within the model's limits (400),
  * then the scheduler's prepare (400s such as
- * context_length_exceeded) → admit (503) → run → release, and the usage is recorded for the key.
+ * context_length_exceeded) → admit (503) → run → release, and the usage is recorded for the key. A model that is a
+ * route (issue 45, routing.ts) runs on its targets in turn: each attempt is admitted at its target, and a failed one
+ * gives back its slot and tokens before the next; the usage is the target's that served.
  */
 export async function runInference<E extends EndpointCapability, P, R>(ctx: AppContext, request: RequestContext, spec: Inference<E, P, R>): Promise<R> {
   const operation = operationNames[request.endpoint] ?? request.endpoint;
   const attributes = { "gen_ai.operation.name": operation, "gen_ai.request.model": spec.model, ...chatAttributes(spec.chat) };
   return inSpan(`${operation} ${spec.model}`, attributes, async (span) => {
-    const runner = checkRequest(ctx, request, spec);
-    const signal = request.signalFor(runner.entry.requestTimeoutMs);
-    const traceContext = currentContext();
-    // The wait for a slot: from the end of prepare to the start of the work (or to the refusal, when admission fails).
-    let waiting: Span | null = null;
-    const endWait = () => {
-      waiting?.end();
-      waiting = null;
-    };
-    // Issue 32: reserved between prepare and admit, settled after the run in every case (to the usage recorded, or 0).
-    let reservation: TokenReservation | null = null;
-    let reserved = null as TokenAmount | null;
-    let used: TokenAmount | null = null;
-    // Fair share: the lease to charge the rest of the usage to, once it is known.
-    let held = null as Lease | null;
-    let promptCharged = 0;
+    const plan = planRoute(ctx, request, spec);
+    checkRequest(ctx, request, spec, plan.targets[0]);
     const releaseConcurrency = await ctx.concurrency.acquire(request.auth);
+    let served: Attempted<R>;
     try {
-      const result = await runner.execute({
-        queueKey: request.auth.keyId,
-        account: request.auth.accountId,
-        weight: request.auth.plan.weight,
-        priority: request.priority ?? request.auth.plan.priority,
-        signal,
-        slots: spec.slots,
-        onQueued: spec.onQueued,
-        // Methods, not arrow properties: under tsx (keepNames) each named closure costs a defineProperty per request.
-        cost(prepared) {
-          promptCharged = spec.promptTokens?.(prepared) ?? 0;
-          return promptCharged;
-        },
-        prepare(engine, prepareSignal) {
-          return inSpan("prepare", {}, async () => {
-            const prepared = await spec.prepare(portOf(engine, spec.port), prepareSignal);
-            reserved = spec.reservation ? spec.reservation(prepared) : defaultReservation(prepared, spec.input, runner.entry.contextSize);
-            reservation = await ctx.tokens.reserve(request.auth, spec.model, reserved, request.setHeaders);
-            waiting = startSpan("queue wait", {}, traceContext);
-            return prepared;
-          });
-        },
-        run(engine, prepared, lease) {
-          endWait();
-          held = lease;
-          return inSpan("generation", {}, () => spec.run(portOf(engine, spec.port), prepared, signal, lease));
-        },
+      served = await inTurn(ctx, request, plan, (runner, signal, index) => {
+        const target = index === 0 ? runner : checkRequest(ctx, request, spec, runner.entry.id);
+        return attempt(ctx, request, spec, target, signal, index + 1 < plan.targets.length, span);
       });
-      used = spec.usage(result);
-      return result;
-    } catch (err) {
-      // Issue 42.2: a client that left once its request was running (before its first token too) is charged its
-      // prompt, which the engine was given, and the completion pieces generated before it left.
-      if (held && reserved && signal.aborted && isClientDisconnect(signal.reason)) {
-        used = { promptTokens: reserved.promptTokens, completionTokens: Math.max(0, held.charged - promptCharged) };
-      }
-      throw err;
     } finally {
       releaseConcurrency();
-      endWait();
-      // Not awaited: the answer does not wait for it, and a late settle only gives tokens back (never over-admits);
-      // Redis runs this node's commands in order, so its next request sees it.
-      void settle(reservation, used, request);
-      if (signal.aborted && isClientDisconnect(signal.reason)) request.log.debug({ model: spec.model }, "client disconnected; the request was stopped");
-      if (used) recordUsage(ctx, request, spec.model, used, held, span);
     }
+    const { model, result, used: usage, held } = served;
+    if (plan.route) span.setAttributes({ "gen_ai.response.model": model, "modelgate.route": plan.route.id, "modelgate.route.fallbacks": request.outcome?.fallbackReasons.length ?? 0 });
+    if (usage) recordUsage(ctx, request, model, usage, held, span);
+    return result;
   }, SpanKind.SERVER, incomingContext(request.headers));
 }
 
@@ -117,6 +73,97 @@ function recordUsage(ctx: AppContext, request: RequestContext, model: string, us
   ctx.usage.record({ keyId: request.auth.keyId, accountId: request.auth.accountId, model, endpoint: request.endpoint, ...usage, batch: request.priority === "batch" });
   ctx.metrics.tokens(model, request.auth.accountId, usage.promptTokens, usage.completionTokens);
   if (request.outcome) Object.assign(request.outcome, { promptTokens: usage.promptTokens, completionTokens: usage.completionTokens });
+}
+
+/** What one attempt produced at its target: the result, the usage to record and the lease to charge it to. */
+interface Attempted<R> {
+  model: string;
+  result: R;
+  used: TokenAmount | null;
+  held: Lease | null;
+}
+
+/**
+ * One attempt at one catalog entry: prepare → token reservation → admit → run → release. When a route may try
+ * another target after it (`more`), a failed attempt settles its reservation to nothing before it throws, so the next
+ * target reserves afresh and nothing is held twice.
+ */
+async function attempt<E extends EndpointCapability, P, R>(
+  ctx: AppContext,
+  request: RequestContext,
+  spec: Inference<E, P, R>,
+  runner: ModelRunner,
+  signal: AbortSignal,
+  more: boolean,
+  span: Span,
+): Promise<Attempted<R>> {
+  const model = runner.entry.id;
+  const traceContext = currentContext();
+  // The wait for a slot: from the end of prepare to the start of the work (or to the refusal, when admission fails).
+  let waiting: Span | null = null;
+  const endWait = () => {
+    waiting?.end();
+    waiting = null;
+  };
+  // Issue 32: reserved between prepare and admit, settled after the run in every case (to the usage recorded, or 0).
+  let reservation: TokenReservation | null = null;
+  let reserved = null as TokenAmount | null;
+  let used: TokenAmount | null = null;
+  // Fair share: the lease to charge the rest of the usage to, once it is known.
+  let held = null as Lease | null;
+  let promptCharged = 0;
+  try {
+    const result = await runner.execute({
+      queueKey: request.auth.keyId,
+      account: request.auth.accountId,
+      weight: request.auth.plan.weight,
+      priority: request.priority ?? request.auth.plan.priority,
+      signal,
+      slots: spec.slots,
+      onQueued: spec.onQueued,
+      // Methods, not arrow properties: under tsx (keepNames) each named closure costs a defineProperty per request.
+      cost(prepared) {
+        promptCharged = spec.promptTokens?.(prepared) ?? 0;
+        return promptCharged;
+      },
+      prepare(engine, prepareSignal) {
+        return inSpan("prepare", {}, async () => {
+          const prepared = await spec.prepare(portOf(engine, spec.port), prepareSignal);
+          reserved = spec.reservation ? spec.reservation(prepared) : defaultReservation(prepared, spec.input, runner.entry.contextSize);
+          reservation = await ctx.tokens.reserve(request.auth, model, reserved, request.setHeaders);
+          waiting = startSpan("queue wait", {}, traceContext);
+          return prepared;
+        });
+      },
+      run(engine, prepared, lease) {
+        endWait();
+        held = lease;
+        return inSpan("generation", {}, () => spec.run(portOf(engine, spec.port), prepared, signal, lease));
+      },
+    });
+    used = spec.usage(result);
+    return { model, result, used, held };
+  } catch (err) {
+    // Issue 42.2: a client that left once its request was running (before its first token too) is charged its
+    // prompt, which the engine was given, and the completion pieces generated before it left; no route falls back
+    // after a disconnect.
+    if (held && reserved && signal.aborted && isClientDisconnect(signal.reason)) {
+      used = { promptTokens: reserved.promptTokens, completionTokens: Math.max(0, held.charged - promptCharged) };
+      recordUsage(ctx, request, model, used, held, span);
+    } else if (more) {
+      // The reservation moves with the request: given back before a route's next target reserves its own.
+      const failed = reservation;
+      reservation = null;
+      await settle(failed, null, request);
+    }
+    throw err;
+  } finally {
+    endWait();
+    // Not awaited: the answer does not wait for it, and a late settle only gives tokens back (never over-admits);
+    // Redis runs this node's commands in order, so its next request sees it.
+    void settle(reservation, used, request);
+    if (signal.aborted && isClientDisconnect(signal.reason)) request.log.debug({ model }, "client disconnected; the request was stopped");
+  }
 }
 
 /** A settle that fails (the shared store down) is logged, never the request's error. */
@@ -191,16 +238,28 @@ export async function prepareInference<E extends EndpointCapability, P>(
   request: RequestContext,
   spec: Pick<Inference<E, P, never>, "model" | "port" | "chat" | "input" | "prepare">,
 ): Promise<{ prepared: P; contextSize: number | null }> {
-  const runner = checkRequest(ctx, request, spec);
-  return runner.prepareOnly(request.signalFor(runner.entry.requestTimeoutMs), (engine, signal) => spec.prepare(portOf(engine, spec.port), signal));
+  const plan = planRoute(ctx, request, spec);
+  checkRequest(ctx, request, spec, plan.targets[0]);
+  const counted = await inTurn(
+    ctx,
+    request,
+    plan,
+    (runner, signal, index) => (index === 0 ? runner : checkRequest(ctx, request, spec, runner.entry.id)).prepareOnly(signal, (engine, s) => spec.prepare(portOf(engine, spec.port), s)),
+    false,
+  );
+  // A route's window is its largest target's (a prompt too long for one target goes on to the next).
+  return plan.route?.config.contextSize ? { prepared: counted.prepared, contextSize: Math.max(plan.route.config.contextSize, counted.contextSize ?? 0) } : counted;
 }
 
-/** 404 → 403 → 400 (capabilities) → 400 (input limits), in the decisions.md order; returns the model's runner. */
-function checkRequest(ctx: AppContext, request: RequestContext, spec: Pick<Inference<EndpointCapability, unknown, unknown>, "model" | "port" | "chat" | "input">) {
-  const runner = ctx.catalog.get(spec.model);
+/**
+ * 404 → 403 → 400 (capabilities) → 400 (input limits), in the decisions.md order, for the catalog entry `model` (a
+ * route's target, or the model the client named); returns its runner.
+ */
+function checkRequest(ctx: AppContext, request: RequestContext, spec: Pick<Inference<EndpointCapability, unknown, unknown>, "model" | "port" | "chat" | "input">, model: string) {
+  const runner = ctx.catalog.get(model);
   // Only a configured model becomes a label: a client's unknown model name would make the series unbounded.
-  if (request.outcome) request.outcome.model = spec.model;
-  assertGranted(request.auth, request.endpoint, spec.model, ctx.config.deployment);
+  if (request.outcome) request.outcome.model = model;
+  assertGranted(request.auth, request.endpoint, model, ctx.config.deployment);
   checkCapabilities(runner.entry, runner.support, spec.port, spec.chat);
   checkInputLimits(runner.entry, spec.input);
   return runner;

@@ -34,6 +34,21 @@ export interface RequestContext {
    * caller that is not an HTTP request (a batch line) leaves it out.
    */
   setHeaders?(headers: Record<string, string>): void;
+  /**
+   * Whether any byte of the answer has gone to the client (a stream's headers or a keep-alive): a route never falls
+   * back after that (issue 45). A caller that is not an HTTP request leaves it out.
+   */
+  responseStarted?(): boolean;
+  /** The catalog entry the request runs on, set when the model it named is a route (features/routing.ts). */
+  target?: string;
+}
+
+/**
+ * The model an answer names (`model` of a completion, chunk, response or list): the catalog entry that served it,
+ * which is a route's target when the client named a route, else the model the client named.
+ */
+export function answerModel(request: RequestContext, named: string): string {
+  return request.target ?? named;
 }
 
 /** The context of an authenticated /v1 request (the auth hook has run). */
@@ -55,6 +70,9 @@ export function requestContext(request: FastifyRequest, reply: FastifyReply): Re
     },
     setHeaders(headers) {
       if (!reply.sent && !reply.raw.headersSent) reply.headers(headers);
+    },
+    responseStarted() {
+      return reply.sent || reply.raw.headersSent;
     },
   };
 }

@@ -1,6 +1,11 @@
 /** What a request's handlers learn about it, for its access-log line and its metrics. */
 export interface RequestOutcome {
+  /** The catalog entry that served (or last tried) the request. */
   model: string | null;
+  /** The route the client named, when it named one (issue 45); `model` is then the route's target. */
+  route: string | null;
+  /** Why the request moved on to the route's next target, one reason per fallback. */
+  fallbackReasons: string[];
   promptTokens: number | null;
   completionTokens: number | null;
   /** Milliseconds from the request to the first generated token (chat). */
@@ -15,4 +20,21 @@ export interface RequestOutcome {
   writtenBefore: number;
   /** What the response cache did (issue 45); null where it does not apply. */
   cache: "hit" | "miss" | "bypass" | null;
+}
+
+/** The outcome of a request that has just arrived: nothing learnt yet. */
+export function freshOutcome(writtenBefore: number): RequestOutcome {
+  return {
+    model: null,
+    route: null,
+    fallbackReasons: [],
+    promptTokens: null,
+    completionTokens: null,
+    ttftMs: null,
+    errorCode: null,
+    recorded: false,
+    started: performance.now(),
+    writtenBefore,
+    cache: null,
+  };
 }

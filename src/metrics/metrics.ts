@@ -52,6 +52,11 @@ export class Metrics {
   readonly upstreamFailures: Counter<"model" | "upstream">;
   /** Batch API lines run, by endpoint and outcome (completed, failed): rate() gives lines per second. */
   readonly batchLines: Counter<"endpoint" | "outcome">;
+  /** Issue 45: requests a route's target answered (the split), and fallbacks away from a target by reason. */
+  readonly routeRequests: Counter<"route" | "target">;
+  readonly routeFallbacks: Counter<"route" | "target" | "reason">;
+  /** Route series by label values, looked up once each (as the request series are, plugins/observability.ts). */
+  private readonly routeSeries = new Map<string, Counter.Internal>();
   /** Where the batch queue depth is read at scrape time (the runner sets it: the store counts pending lines). */
   batchQueueDepth: (() => Promise<number>) | null = null;
 
@@ -95,6 +100,13 @@ export class Metrics {
     });
     this.budgetUsed = new Gauge({ name: "modelgate_budget_used_ratio", help: "Share of the account's budget used in its current period (accounts with a budget)", labelNames: ["account"], registers });
     this.storeErrors = new Counter({ name: "modelgate_store_errors_total", help: "Failed calls to the shared stores (database, redis)", labelNames: ["store"], registers });
+    this.routeRequests = new Counter({ name: "modelgate_route_requests_total", help: "Requests a route's target answered, by route and target (the split)", labelNames: ["route", "target"], registers });
+    this.routeFallbacks = new Counter({
+      name: "modelgate_route_fallbacks_total",
+      help: "Requests a route moved on from a target, by route, target and reason (unavailable, overloaded, upstream_error, context_window)",
+      labelNames: ["route", "target", "reason"],
+      registers,
+    });
     this.batchLines = new Counter({ name: "modelgate_batch_lines_total", help: "Batch API lines run, by endpoint and outcome (completed, failed)", labelNames: ["endpoint", "outcome"], registers });
     const batchDepth = () => this.batchQueueDepth;
     new Gauge({
@@ -206,6 +218,22 @@ export class Metrics {
     },
     unloaded: (model: string) => this.unloads.inc({ model }),
   };
+
+  /** A request a route's target answered. */
+  routeServed(route: string, target: string): void {
+    this.routeSeriesFor(`${route}\u0000${target}`, () => this.routeRequests.labels({ route, target })).inc();
+  }
+
+  /** A request a route moved on from `target`, and why. */
+  routeFallback(route: string, target: string, reason: string): void {
+    this.routeSeriesFor(`${route}\u0000${target}\u0000${reason}`, () => this.routeFallbacks.labels({ route, target, reason })).inc();
+  }
+
+  private routeSeriesFor(key: string, make: () => Counter.Internal): Counter.Internal {
+    let series = this.routeSeries.get(key);
+    if (!series) this.routeSeries.set(key, (series = make()));
+    return series;
+  }
 
   /** Token counters, with the account label only when configured. */
   tokens(model: string, account: string, prompt: number, completion: number): void {

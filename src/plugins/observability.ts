@@ -1,7 +1,7 @@
 import type { FastifyRequest } from "fastify";
 import fp from "fastify-plugin";
 import type { Counter, Histogram } from "prom-client";
-import type { RequestOutcome } from "../http/request-outcome.ts";
+import { freshOutcome, type RequestOutcome } from "../http/request-outcome.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 
 declare module "fastify" {
@@ -21,7 +21,8 @@ function routeOf(url: string | undefined, status: number): string {
 /**
  * One access-log line per request (replacing Fastify's two) and the request-level metrics, both written when the
  * response is done. The line carries ids, route, status, error code, key id and display prefix (never the key),
- * account, model, endpoint, tokens, TTFT, duration, bytes and client address.
+ * account, model (the entry that served), the model route the client named with its fallbacks and their reasons,
+ * endpoint, tokens, TTFT, duration, bytes and client address.
  */
 export const observabilityPlugin = fp(
   async (app, opts: { metrics: Metrics }) => {
@@ -50,17 +51,7 @@ export const observabilityPlugin = fp(
     };
     app.decorateRequest("outcome", null as unknown as RequestOutcome);
     app.addHook("onRequest", (request, reply, done) => {
-      request.outcome = {
-        model: null,
-        promptTokens: null,
-        completionTokens: null,
-        ttftMs: null,
-        errorCode: null,
-        recorded: false,
-        started: performance.now(),
-        writtenBefore: request.raw.socket?.bytesWritten ?? 0,
-        cache: null,
-      };
+      request.outcome = freshOutcome(request.raw.socket?.bytesWritten ?? 0);
       // A client that leaves before its answer ends (a stream cut short) gets no onResponse: its line says 499,
       // nginx's "client closed request".
       reply.raw.once("close", () => {
@@ -104,6 +95,9 @@ export const observabilityPlugin = fp(
           keyPrefix: auth?.keyPrefix,
           account: auth?.accountId,
           model: outcome.model || undefined,
+          modelRoute: outcome.route ?? undefined,
+          fallbacks: outcome.route ? outcome.fallbackReasons.length : undefined,
+          fallbackReason: outcome.fallbackReasons.length > 0 ? outcome.fallbackReasons.join(",") : undefined,
           endpoint: route.config?.endpoint,
           promptTokens: tokens ? outcome.promptTokens : undefined,
           completionTokens: tokens ? outcome.completionTokens : undefined,

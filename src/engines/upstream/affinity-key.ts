@@ -8,10 +8,12 @@ import type { ChatMessage } from "../engine.ts";
  * system prompt do not. Only the OpenAI-level messages go in: nothing depends on the upstream's protocol, its
  * engine or its chat template, so every front replica and every kind of pool computes the same key.
  *
- * Returns a position on the 32-bit hash ring.
+ * Returns a position on the 32-bit hash ring. `salt` (a route's sticky split puts the account there) gives the same
+ * conversation of another caller an independent position.
  */
-export function conversationKey(messages: readonly ChatMessage[]): number {
+export function conversationKey(messages: readonly ChatMessage[], salt = ""): number {
   const hash = createHash("sha256");
+  if (salt) hash.update(salt);
   for (const message of messages) {
     hash.update(`\u0000${message.role}\u0000`);
     if (typeof message.content === "string") hash.update(message.content);

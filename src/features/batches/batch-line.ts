@@ -6,7 +6,7 @@ import { AppError } from "../../errors/app-error.ts";
 import { DeadlineExceeded } from "../../errors/aborts.ts";
 import { toEnvelope } from "../../errors/envelope.ts";
 import { toAppError } from "../../errors/to-app-error.ts";
-import type { RequestOutcome } from "../../http/request-outcome.ts";
+import { freshOutcome } from "../../http/request-outcome.ts";
 import type { BatchLine, BatchRecord } from "../../store/batches.repo.ts";
 import type { Store } from "../../store/store.ts";
 import { isStoreBusy, isStoreUnreachable } from "../../store/store-health.ts";
@@ -88,7 +88,7 @@ export class LineRunner {
       const started = Date.now();
       const timers: NodeJS.Timeout[] = [];
       // Filled by the service with the tokens charged, once the line ran (features/inference.ts).
-      const outcome: RequestOutcome = { model: null, promptTokens: null, completionTokens: null, ttftMs: null, errorCode: null, cache: null, recorded: false, started: performance.now(), writtenBefore: 0 };
+      const outcome = freshOutcome(0);
       const tokens = () => (outcome.promptTokens ?? 0) + (outcome.completionTokens ?? 0);
       let status: number;
       let body: unknown;

@@ -3,7 +3,7 @@ import type { AppContext } from "../../app-context.ts";
 import type { TokenLogprob } from "../../engines/engine.ts";
 import type { SseStream } from "../../http/sse.ts";
 import { collectChat, streamChatTo } from "../generation/run-chat.ts";
-import type { RequestContext } from "../request-context.ts";
+import { answerModel, type RequestContext } from "../request-context.ts";
 import type { ChatCompletion, ChatCompletionChunk, ChatCompletionRequest } from "./chat.schema.ts";
 import { toChatRequest } from "./chat.request.ts";
 
@@ -20,7 +20,7 @@ export async function completeChat(ctx: AppContext, request: RequestContext, bod
     id: `chatcmpl-${randomUUID()}`,
     object: "chat.completion",
     created,
-    model: body.model,
+    model: answerModel(request, body.model),
     choices: [
       {
         index: 0,
@@ -51,7 +51,7 @@ export async function streamChat(ctx: AppContext, request: RequestContext, body:
     id,
     object: "chat.completion.chunk",
     created,
-    model: body.model,
+    model: answerModel(request, body.model),
     choices: [{ index: 0, delta, logprobs: withLogprobs && logprobs ? { content: logprobs } : null, finish_reason: finishReason }],
     ...(includeUsage ? { usage: null } : {}),
   });
@@ -67,7 +67,7 @@ export async function streamChat(ctx: AppContext, request: RequestContext, body:
     },
     finish: (reason, output) => {
       sse.send(chunk({}, reason));
-      if (includeUsage) sse.send({ id, object: "chat.completion.chunk", created, model: body.model, choices: [], usage: usageOf(output.promptTokens, output.completionTokens) });
+      if (includeUsage) sse.send({ id, object: "chat.completion.chunk", created, model: answerModel(request, body.model), choices: [], usage: usageOf(output.promptTokens, output.completionTokens) });
       sse.done();
     },
     fail: (error) => sse.fail(error),

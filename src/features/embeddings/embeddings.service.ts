@@ -1,7 +1,7 @@
 import { endianness } from "node:os";
 import type { AppContext } from "../../app-context.ts";
 import { runInference } from "../inference.ts";
-import type { RequestContext } from "../request-context.ts";
+import { answerModel, type RequestContext } from "../request-context.ts";
 import type { EmbeddingList, EmbeddingsRequest } from "./embeddings.schema.ts";
 
 const littleEndian = endianness() === "LE";
@@ -36,7 +36,7 @@ export async function createEmbeddings(ctx: AppContext, request: RequestContext,
       index,
       embedding: base64 ? toBase64(vector) : Array.from(vector),
     })),
-    model: body.model,
+    model: answerModel(request, body.model),
     usage: { prompt_tokens: result.promptTokens, total_tokens: result.promptTokens },
   };
 }

@@ -6,7 +6,7 @@ import { toAppError } from "../../errors/to-app-error.ts";
 import type { SseStream } from "../../http/sse.ts";
 import type { Lease } from "../../scheduler/runner-types.ts";
 import { runInference } from "../inference.ts";
-import type { RequestContext } from "../request-context.ts";
+import { answerModel, type RequestContext } from "../request-context.ts";
 import { Accumulator } from "./accumulator.ts";
 import { GenerationTimer } from "./generation-timer.ts";
 import { StreamBatcher, type OutputDelta } from "./stream-batcher.ts";
@@ -57,7 +57,7 @@ export async function collectChat(ctx: AppContext, request: RequestContext, mode
     run: async (port, prepared, signal, lease) => {
       created = Math.floor(Date.now() / 1000);
       const acc = new Accumulator();
-      const timer = new GenerationTimer(ctx.metrics, model, request);
+      const timer = new GenerationTimer(ctx.metrics, answerModel(request, model), request);
       const meter = completionMeter(lease);
       try {
         for await (const delta of port.chat(req, prepared, signal, lease)) {
@@ -120,7 +120,7 @@ export async function streamChatTo(ctx: AppContext, request: RequestContext, mod
   const run = async (port: ChatPort, prepared: PreparedChat, signal: AbortSignal, lease: Lease) => {
     const acc = new Accumulator();
     const meter = completionMeter(lease);
-    const timer = new GenerationTimer(ctx.metrics, model, request);
+    const timer = new GenerationTimer(ctx.metrics, answerModel(request, model), request);
     let started = false;
     const batcher = new StreamBatcher((delta) => {
       recording?.add(delta);

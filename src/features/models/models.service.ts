@@ -3,6 +3,7 @@ import type { AuthContext } from "../../auth/auth-context.ts";
 import { assertGranted, grantsModel, grantsEndpoint } from "../../auth/key-grants.ts";
 import type { Endpoint } from "../../config/config.schema.ts";
 import { AppError } from "../../errors/app-error.ts";
+import type { ModelRoute } from "../../catalog/model-route.ts";
 import type { ModelRunner } from "../../scheduler/model-runner.ts";
 import type { Model, ModelList } from "./models.schema.ts";
 
@@ -13,10 +14,19 @@ function toModel(ctx: AppContext, runner: ModelRunner): Model {
 /** The inference endpoints, each named after the capability a model needs to be called there. */
 const inferenceEndpoints: Endpoint[] = ["chat", "embeddings", "transcriptions", "rerank"];
 
-/** §1 "the models a key may call": the key may use the model and reach it through at least one endpoint. */
-function callable(ctx: AppContext, auth: AuthContext, runner: ModelRunner): boolean {
-  if (!grantsModel(auth, runner.entry.id)) return false;
-  const caps: readonly string[] = runner.entry.capabilities;
+/** A route is listed like a model (issue 45). */
+function routeModel(ctx: AppContext, route: ModelRoute): Model {
+  return { id: route.id, object: "model", created: ctx.catalog.created, owned_by: "modelgate" };
+}
+
+/**
+ * §1 "the models a key may call": the key may use the model and reach it through at least one endpoint; a route,
+ * besides, only when the key may name one of its targets itself (a route never reaches an entry its caller could not).
+ */
+function callable(ctx: AppContext, auth: AuthContext, model: ModelRunner | ModelRoute): boolean {
+  const [id, caps]: [string, readonly string[]] = "entry" in model ? [model.entry.id, model.entry.capabilities] : [model.id, model.config.capabilities];
+  if (!grantsModel(auth, id)) return false;
+  if (!("entry" in model) && !model.reachable((target) => grantsModel(auth, target))) return false;
   return inferenceEndpoints.some((endpoint) => caps.includes(endpoint) && grantsEndpoint(auth, endpoint, ctx.config.deployment));
 }
 
@@ -31,16 +41,18 @@ export function listModels(ctx: AppContext, auth: AuthContext): ModelList {
   const runners = ctx.catalog.list();
   const hit = listed.get(auth);
   if (hit?.runners === runners) return hit.list;
-  const list: ModelList = { object: "list", data: runners.filter((runner) => callable(ctx, auth, runner)).map((runner) => toModel(ctx, runner)) };
+  const entries = runners.filter((runner) => callable(ctx, auth, runner)).map((runner) => toModel(ctx, runner));
+  const routes = ctx.catalog.routeList().filter((route) => callable(ctx, auth, route)).map((route) => routeModel(ctx, route));
+  const list: ModelList = { object: "list", data: [...entries, ...routes] };
   listed.set(auth, { runners, list });
   return list;
 }
 
 export function retrieveModel(ctx: AppContext, auth: AuthContext, id: string): Model {
-  const runner = ctx.catalog.get(id);
+  const model = ctx.catalog.route(id) ?? ctx.catalog.get(id);
   assertGranted(auth, "models", id, ctx.config.deployment);
-  if (!callable(ctx, auth, runner)) {
+  if (!callable(ctx, auth, model)) {
     throw new AppError("model_not_in_plan", { param: "model", message: `This key's plan includes no endpoint that serves the model '${id}'.` });
   }
-  return toModel(ctx, runner);
+  return "entry" in model ? toModel(ctx, model) : routeModel(ctx, model);
 }

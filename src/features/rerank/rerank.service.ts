@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { AppContext } from "../../app-context.ts";
 import { runInference } from "../inference.ts";
-import type { RequestContext } from "../request-context.ts";
+import { answerModel, type RequestContext } from "../request-context.ts";
 import type { RerankRequest } from "../../engines/engine.ts";
 import type { RerankRequestBody, RerankResponse, RerankResultItem } from "./rerank.schema.ts";
 
@@ -25,7 +25,7 @@ export async function rerank(ctx: AppContext, request: RequestContext, body: Rer
   });
   return {
     id: `rerank-${randomUUID()}`,
-    model: body.model,
+    model: answerModel(request, body.model),
     results: rankResults(result.scores, body.top_n),
     usage: { prompt_tokens: result.promptTokens, total_tokens: result.promptTokens },
   };

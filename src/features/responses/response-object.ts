@@ -10,12 +10,18 @@ export function newId(prefix: "resp" | "msg" | "fc" | "rs"): string {
   return `${prefix}_${randomUUID().replaceAll("-", "")}`;
 }
 
-/** What every snapshot of one response shares: its id, creation time and the request's echoed settings. */
+/**
+ * What every snapshot of one response shares: its id, creation time and the request's echoed settings; `model` reads
+ * the model that serves it when the snapshot is taken (a route's target, once it is chosen).
+ */
 export class ResponseHead {
   readonly id = newId("resp");
   readonly createdAt = Math.floor(Date.now() / 1000);
 
-  constructor(private readonly body: CreateResponseRequest) {}
+  constructor(
+    private readonly body: CreateResponseRequest,
+    private readonly model: () => string = () => body.model,
+  ) {}
 
   /** The response object in a given state; `usage` is null until the end. */
   snapshot(status: ResponseObject["status"], output: OutputItem[], end: { output?: Accumulator; finishReason?: FinishReason; error?: AppError } = {}): ResponseObject {
@@ -29,7 +35,7 @@ export class ResponseHead {
       incomplete_details: status === "incomplete" ? { reason: "max_output_tokens" } : null,
       instructions: body.instructions ?? null,
       max_output_tokens: body.max_output_tokens ?? null,
-      model: body.model,
+      model: this.model(),
       output,
       parallel_tool_calls: body.parallel_tool_calls ?? true,
       previous_response_id: null,

@@ -31,7 +31,7 @@ export default async function responsesRoutes(app: FastifyInstance): Promise<voi
     async (request, reply) => {
       const context = requestContext(request, reply);
       if (request.body.stream !== true) return createResponse(app.ctx, context, request.body);
-      const writer = responseStreamWriter(request.body);
+      const writer = responseStreamWriter(request.body, context);
       await streamResponse(app.ctx, context, request.body, new SseStream(reply, undefined, app.ctx.streams, writer.failureFrame), writer);
       return reply;
     },

@@ -1,7 +1,7 @@
 import type { AppContext } from "../../app-context.ts";
 import type { SseStream } from "../../http/sse.ts";
 import { collectChat, streamChatTo } from "../generation/run-chat.ts";
-import type { RequestContext } from "../request-context.ts";
+import { answerModel, type RequestContext } from "../request-context.ts";
 import { endStatus, outputItemsOf, ResponseHead } from "./response-object.ts";
 import { ResponseStreamWriter } from "./response-stream.ts";
 import type { CreateResponseRequest, ResponseObject } from "./responses.schema.ts";
@@ -10,7 +10,7 @@ import { toResponseChatRequest } from "./responses.request.ts";
 /** POST /v1/responses without stream: the generation runs on the chat path, and the output comes back as items. */
 export async function createResponse(ctx: AppContext, request: RequestContext, body: CreateResponseRequest): Promise<ResponseObject> {
   const req = toResponseChatRequest(body, request.auth.plan);
-  const head = new ResponseHead(body);
+  const head = new ResponseHead(body, () => answerModel(request, body.model));
   const { output } = await collectChat(ctx, request, body.model, req);
   const reason = output.finishReason ?? "stop";
   const status = endStatus(reason);
@@ -18,8 +18,8 @@ export async function createResponse(ctx: AppContext, request: RequestContext, b
 }
 
 /** The writer whose `response.failed` ends this response's stream (the stream is built with its failure frame). */
-export function responseStreamWriter(body: CreateResponseRequest): ResponseStreamWriter {
-  return new ResponseStreamWriter(new ResponseHead(body));
+export function responseStreamWriter(body: CreateResponseRequest, request: RequestContext): ResponseStreamWriter {
+  return new ResponseStreamWriter(new ResponseHead(body, () => answerModel(request, body.model)));
 }
 
 /** POST /v1/responses with stream: true: the Responses API's event sequence (response-stream.ts). */

@@ -2,7 +2,7 @@ import type { AppContext } from "../../app-context.ts";
 import { toChatRequest } from "../chat/chat.request.ts";
 import type { ChatCompletionRequest } from "../chat/chat.schema.ts";
 import { prepareInference } from "../inference.ts";
-import type { RequestContext } from "../request-context.ts";
+import { answerModel, type RequestContext } from "../request-context.ts";
 import type { TokenCount } from "./tokenize.schema.ts";
 
 /**
@@ -19,5 +19,5 @@ export async function countChatTokens(ctx: AppContext, request: RequestContext, 
     input: { kind: "chat", req },
     prepare: (port, signal) => port.prepareChat(req, signal),
   });
-  return { object: "tokenize", model: body.model, count: prepared.promptTokens, max_model_len: contextSize };
+  return { object: "tokenize", model: answerModel(request, body.model), count: prepared.promptTokens, max_model_len: contextSize };
 }
