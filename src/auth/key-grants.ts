@@ -51,3 +51,18 @@ export function assertGranted(auth: AuthContext, endpoint: Endpoint, modelId: st
     throw new AppError("model_not_in_plan", { param: "model", message: `This key may not use the model '${modelId}'.` });
   }
 }
+
+/**
+ * 403 model_not_in_plan (param "model") unless the key and its plan grant the model through one of `endpoints` (the
+ * endpoints the model serves): for what any caller of the model may do, such as tokenizing with its tokenizer.
+ */
+export function assertGrantedAny(auth: AuthContext, endpoints: readonly Endpoint[], modelId: string, nodeDeployment: string): void {
+  const granted = endpoints.find((endpoint) => grantsEndpoint(auth, endpoint, nodeDeployment));
+  if (granted === undefined) {
+    throw new AppError("model_not_in_plan", {
+      param: "model",
+      message: `This key's plan includes none of the endpoints of the model '${modelId}' (${endpoints.join(", ")}).`,
+    });
+  }
+  assertGranted(auth, granted, modelId, nodeDeployment);
+}
