@@ -29,11 +29,13 @@ import membersAdminRoutes from "./admin/members-admin.route.ts";
 import filesRoutes from "./batches/files.route.ts";
 import batchesRoutes from "./batches/batches.route.ts";
 import { batchesSchemas } from "./batches/batches.schema.ts";
+import completionsRoutes from "./completions/completions.route.ts";
+import { completionsSchemas } from "./completions/completions.schema.ts";
 
 type Routes = (app: FastifyInstance) => Promise<void>;
 
 /** Routes under /v1 (paths relative to it): API key, allowlist, rate limit and body limit (src/scopes/v1.scope.ts). */
-export const v1Routes: Routes[] = [modelsRoutes, openapiRoutes, chatRoutes, responsesRoutes, embeddingsRoutes, transcriptionRoutes, rerankRoutes, tokenizeRoutes, filesRoutes, batchesRoutes];
+export const v1Routes: Routes[] = [modelsRoutes, openapiRoutes, chatRoutes, responsesRoutes, embeddingsRoutes, transcriptionRoutes, rerankRoutes, tokenizeRoutes, filesRoutes, batchesRoutes, completionsRoutes];
 
 /** Routes under /admin/v1 (paths relative to it): the admin token or a console session, by role (src/scopes/admin.scope.ts). */
 export const adminRoutes: Routes[] = [adminRoutesOfAccounts, membersAdminRoutes, modelsAdminRoutes];
@@ -57,4 +59,5 @@ export const featureSchemas: TSchema[] = [
   ...membersSchemas,
   ...consoleSchemas,
   ...batchesSchemas,
+  ...completionsSchemas,
 ];
