@@ -26,7 +26,9 @@ export const CreateCompletionRequest = Type.Object(
     presence_penalty: Maybe(Type.Number({ minimum: -2, maximum: 2 })),
     frequency_penalty: Maybe(Type.Number({ minimum: -2, maximum: 2 })),
     logit_bias: Maybe(
-      Type.Record(Type.String({ pattern: "^[0-9]{1,9}$" }), Type.Number({ minimum: -100, maximum: 100 }), {
+      // propertyNames, not a key pattern: Fastify's Ajv removes properties outside a pattern instead of refusing them.
+      Type.Record(Type.String(), Type.Number({ minimum: -100, maximum: 100 }), {
+        propertyNames: { pattern: "^[0-9]{1,9}$" },
         maxProperties: 300,
         description: "Token id → logit added (-100 bans the token)",
       }),
