@@ -122,6 +122,7 @@ export async function* runCompletion(run: CompletionRun): AsyncGenerator<Complet
     seed: req.seed,
     stop: req.stop,
     topLogprobs: req.logprobs,
+    continuesPrompt: true,
     penalties: { presence: req.presencePenalty, frequency: req.frequencyPenalty },
     logitBias: req.logitBias,
     signal: run.signal,

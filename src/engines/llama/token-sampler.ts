@@ -13,6 +13,11 @@ export interface SamplingRun {
   stop: string[];
   /** How many alternatives to report per token (0..20); null: no logprobs, llama.cpp samples natively. */
   topLogprobs: number | null;
+  /**
+   * The text continues the prompt (a raw completion): the prompt's last tokens tell the detokenizer whether the first
+   * piece starts with a space (" time" after "Once upon a"). A chat answer starts on its own.
+   */
+  continuesPrompt?: boolean;
   /** OpenAI's penalties over the tokens generated so far, and logits added by token id (raw completions). */
   penalties?: { presence: number; frequency: number };
   logitBias?: ReadonlyMap<number, number>;
@@ -83,6 +88,7 @@ export async function* sampleTokens(run: SamplingRun): AsyncGenerator<ChatDelta>
   const seed = run.seed ?? Math.floor(Math.random() * 2 ** 31);
   const random = prng(seed);
   const generated: Token[] = [];
+  const before = run.continuesPrompt ? run.promptTokens.slice(-8) : [];
   const penalties = run.penalties && (run.penalties.presence !== 0 || run.penalties.frequency !== 0) ? run.penalties : null;
   const sampling = {
     // With logprobs, llama.cpp reports the whole distribution and JS samples from it.
@@ -122,11 +128,12 @@ export async function* sampleTokens(run: SamplingRun): AsyncGenerator<ChatDelta>
         break;
       }
       generated.push(token);
-      text = model.detokenize(generated, false);
+      text = model.detokenize(generated, false, before);
       if (probabilities && run.topLogprobs !== null) {
-        const entryText = model.detokenize([token], false, generated.slice(-9, -1));
+        const context = (generated.length < 9 ? [...before, ...generated] : generated).slice(-9, -1);
+        const entryText = model.detokenize([token], false, context);
         const top = [...probabilities.entries()].slice(0, run.topLogprobs).map(([t, p]) => {
-          const s = model.detokenize([t], false, generated.slice(-9, -1));
+          const s = model.detokenize([t], false, context);
           return { token: s, logprob: logprobOf(p), bytes: [...Buffer.from(s, "utf8")] };
         });
         pending.push({
