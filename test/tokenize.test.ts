@@ -51,6 +51,11 @@ test("issue 44.3: {model, prompt} answers vLLM's {count, max_model_len, tokens};
   const special = await tokenize({ model: "stories", prompt: "</s>", add_special_tokens: false });
   assert.deepEqual(special.tokens, [2]);
   assert.equal((await detokenize({ model: "stories", tokens: [1, ...bare.tokens, 2] })).prompt, "<s> Once upon a time</s>");
+  // The openai client has no method for them; its generic post does (the docs' snippet).
+  const client = srv.openai(key);
+  const counted = await client.post<{ count: number; tokens: number[] }>("/tokenize", { body: { model: "stories", prompt: "Once upon a time" } });
+  assert.deepEqual(counted.tokens, answer.tokens);
+  assert.equal((await client.post<{ prompt: string }>("/detokenize", { body: { model: "stories", tokens: bare.tokens } })).prompt, "Once upon a time");
   // An embeddings model's tokenizer answers too.
   const embed = await tokenize({ model: "embed", prompt: "the cat" });
   assert.equal(embed.count, embed.tokens.length);
