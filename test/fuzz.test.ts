@@ -179,17 +179,17 @@ function bodyFor(route: string): fc.Arbitrary<{ body: string | Buffer | undefine
     fc.uint8Array({ maxLength: 512 }).map((b) => ({ body: Buffer.from(b) as string | Buffer | undefined, type: "application/octet-stream" as string | undefined })),
     fc.string({ maxLength: 200 }).map((s) => ({ body: s as string | Buffer | undefined, type: "application/json" as string | undefined })),
   );
-  const bodies: Record<string, fc.Arbitrary<unknown>> = {
-    "/v1/chat/completions": chatBody,
-    "/v1/completions": completionBody,
-    "/v1/tokenize": tokenizeBody,
-    "/v1/detokenize": tokenizeBody,
-    "/v1/embeddings": embedBody,
-    "/v1/rerank": rerankBody,
-  };
-  const shaped = route.endsWith("/transcriptions")
-    ? transcriptionBody.map((m) => ({ body: m.body as string | Buffer | undefined, type: m.type as string | undefined }))
-    : asJson(bodies[route] ?? adminBody);
+  // Issue 44: legacy completions and vLLM's tokenize and detokenize.
+  const issue44: Record<string, fc.Arbitrary<unknown>> = { "/v1/completions": completionBody, "/v1/tokenize": tokenizeBody, "/v1/detokenize": tokenizeBody };
+  const shaped = route.endsWith("/chat/completions")
+    ? asJson(chatBody)
+    : route.endsWith("/embeddings")
+      ? asJson(embedBody)
+      : route.endsWith("/rerank")
+        ? asJson(rerankBody)
+        : route.endsWith("/transcriptions")
+          ? transcriptionBody.map((m) => ({ body: m.body as string | Buffer | undefined, type: m.type as string | undefined }))
+          : asJson(issue44[route] ?? adminBody);
   return fc.oneof({ weight: 4, arbitrary: shaped }, { weight: 1, arbitrary: junk });
 }
 
