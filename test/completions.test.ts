@@ -8,6 +8,8 @@ import type OpenAI from "openai";
 import { modelsDir, startServer, type TestServer } from "../harness/server.ts";
 import { fimFirstPiece, fimTokens, forgedFimModel } from "../harness/forged-fim.ts";
 import { apiErrorOf, errorOf } from "./helpers/errors.ts";
+import { testConfig } from "../harness/config.ts";
+import { ConfigError } from "../src/config/load-config.ts";
 import { usageRows } from "./helpers/usage.ts";
 
 let srv: TestServer;
@@ -21,7 +23,7 @@ before(async () => {
     plans: { metered: { tokenLimit: { tokens: 100, window: "1h" } } },
     models: [
       llama("stories", path.join(modelsDir, "stories260K.gguf"), ["chat", "logprobs"]),
-      llama("no-logprobs", path.join(modelsDir, "stories260K.gguf"), ["chat"]),
+      { ...llama("no-logprobs", path.join(modelsDir, "stories260K.gguf"), ["chat"]), limits: { maxCompletionChoices: 2 } },
       llama("chatml", path.join(modelsDir, "forged/stories260K-chatml-tools.gguf"), ["chat"]),
       llama("fim", await forgedFimModel(), ["chat", "logprobs"]),
       { id: "embed", engine: "llama", source: path.join(modelsDir, "forged/bert-embed-tiny.gguf"), capabilities: ["embeddings"], threads: 1 },
@@ -284,4 +286,12 @@ test("issue 44.2 front door: a token limit refuses a completion as it refuses ch
   const chatted = await srv.openai(plain.key).chat.completions.create({ model: "stories", messages: [{ role: "user", content: prompt }], max_tokens: 3, temperature: 0 });
   const rows = await usageRows(srv.server, srv.config, plain.accountId, plain.id);
   assert.deepEqual(rows, [["stories", "chat", 2, done.usage!.prompt_tokens + chatted.usage!.prompt_tokens, 7 + 3]]);
+});
+
+test("issue 44.2 limits.maxCompletionChoices bounds prompts × n per model; a bad value is a startup error naming it", async () => {
+  const few = await errorOf(await srv.post("/v1/completions", { model: "no-logprobs", prompt, n: 3, max_tokens: 1 }, { key }));
+  assert.deepEqual(few, { status: 400, type: "invalid_request_error", code: "invalid_parameter", param: "n" });
+  assert.equal((await client.completions.create({ model: "no-logprobs", prompt, n: 2, max_tokens: 1 })).choices.length, 2);
+  const model = { id: "m", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"], limits: { maxCompletionChoices: 0 } };
+  assert.throws(() => testConfig({ models: [model] }, null), (err: unknown) => err instanceof ConfigError && /models\[0\]\.limits\.maxCompletionChoices/.test(err.message));
 });
