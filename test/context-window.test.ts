@@ -32,5 +32,5 @@ test("§4.2 context_length_exceeded: prompt plus max_tokens over the window, or 
   assert.throws(() => fitCompletion(window, prompt, { maxTokens: 61, outputCap: null }), exceeded);
   assert.deepEqual(fitCompletion(window, prompt, { maxTokens: 60, outputCap: null }), { budget: 60, asked: 60 });
   assert.throws(() => fitCompletion(window, window, { maxTokens: null, outputCap: 20 }), exceeded);
-  assert.throws(() => fitCompletion(window, 30, { maxTokens: 80 }, "including 1 image"), (err: unknown) => exceeded(err) && /\(including 1 image\)/.test((err as Error).message));
+  assert.throws(() => fitCompletion(window, 30, { maxTokens: 80 }, { param: "messages", takes: "The messages take", note: "including 1 image" }), (err: unknown) => exceeded(err) && /\(including 1 image\)/.test((err as Error).message));
 });

@@ -106,6 +106,40 @@ const chatBody = fc.record(
   },
   { requiredKeys: [] },
 );
+const completionBody = fc.record(
+  {
+    model,
+    prompt: fc.oneof(text, fc.array(text, { maxLength: 4 }), json),
+    suffix: fc.oneof(text, json),
+    max_tokens: fc.oneof(fc.integer({ min: -1, max: 6 }), json),
+    temperature: small,
+    top_p: small,
+    n: small,
+    stop: fc.oneof(text, fc.array(text, { maxLength: 6 })),
+    seed: small,
+    stream: fc.oneof(fc.boolean(), json),
+    stream_options: json,
+    logprobs: fc.oneof(fc.integer({ min: -1, max: 6 }), json),
+    echo: fc.oneof(fc.boolean(), json),
+    presence_penalty: small,
+    frequency_penalty: small,
+    logit_bias: fc.oneof(fc.dictionary(fc.oneof(fc.constantFrom("1", "2", "511", "512", "99999999999", "-1"), text), small, { maxKeys: 3 }), json),
+    best_of: small,
+  },
+  { requiredKeys: [] },
+);
+// /v1/tokenize and /v1/detokenize (each ignores the other's fields).
+const tokenizeBody = fc.record(
+  {
+    model,
+    prompt: fc.oneof(text, json),
+    messages: fc.oneof(fc.array(message, { maxLength: 2 }), json),
+    add_special_tokens: fc.oneof(fc.boolean(), json),
+    add_generation_prompt: fc.oneof(fc.boolean(), json),
+    tokens: fc.oneof(fc.array(fc.oneof(fc.integer({ min: -2, max: 600 }), fc.constant(2 ** 40)), { maxLength: 6 }), json),
+  },
+  { requiredKeys: [] },
+);
 const embedBody = fc.record({ model, input: fc.oneof(text, fc.array(text, { maxLength: 5 }), json), encoding_format: fc.oneof(fc.constantFrom("float", "base64"), text), dimensions: small }, { requiredKeys: [] });
 const rerankBody = fc.record({ model, query: fc.oneof(text, json), documents: fc.oneof(fc.array(text, { maxLength: 6 }), json), top_n: small }, { requiredKeys: [] });
 const adminBody = fc.record(
@@ -145,6 +179,8 @@ function bodyFor(route: string): fc.Arbitrary<{ body: string | Buffer | undefine
     fc.uint8Array({ maxLength: 512 }).map((b) => ({ body: Buffer.from(b) as string | Buffer | undefined, type: "application/octet-stream" as string | undefined })),
     fc.string({ maxLength: 200 }).map((s) => ({ body: s as string | Buffer | undefined, type: "application/json" as string | undefined })),
   );
+  // Issue 44: legacy completions and vLLM's tokenize and detokenize.
+  const issue44: Record<string, fc.Arbitrary<unknown>> = { "/v1/completions": completionBody, "/v1/tokenize": tokenizeBody, "/v1/detokenize": tokenizeBody };
   const shaped = route.endsWith("/chat/completions")
     ? asJson(chatBody)
     : route.endsWith("/embeddings")
@@ -153,7 +189,7 @@ function bodyFor(route: string): fc.Arbitrary<{ body: string | Buffer | undefine
         ? asJson(rerankBody)
         : route.endsWith("/transcriptions")
           ? transcriptionBody.map((m) => ({ body: m.body as string | Buffer | undefined, type: m.type as string | undefined }))
-          : asJson(adminBody);
+          : asJson(issue44[route] ?? adminBody);
   return fc.oneof({ weight: 4, arbitrary: shaped }, { weight: 1, arbitrary: junk });
 }
 

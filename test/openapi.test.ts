@@ -64,6 +64,14 @@ test("issue 14 every operation has an operationId, tags, a 2xx body, the error e
     assert.ok(doc.components.schemas[name], `components.schemas.${name}`);
   }
   assert.deepEqual(doc.paths["/v1/embeddings"].post.security, [{ apiKey: [] }]);
+  // Issue 44: legacy completions (JSON or a stream of the same object) and vLLM's tokenize and detokenize.
+  const completions = doc.paths["/v1/completions"].post;
+  assert.deepEqual(completions.requestBody.content["application/json"].schema, { $ref: "#/components/schemas/CreateCompletionRequest" });
+  for (const type of ["application/json", "text/event-stream"]) assert.deepEqual(completions.responses["200"].content[type].schema, { $ref: "#/components/schemas/Completion" });
+  assert.deepEqual(doc.paths["/v1/tokenize"].post.responses["200"].content["application/json"].schema, { $ref: "#/components/schemas/TokenCount" });
+  assert.deepEqual(doc.paths["/v1/detokenize"].post.requestBody.content["application/json"].schema, { $ref: "#/components/schemas/DetokenizeRequest" });
+  assert.ok(doc.components.schemas.Completion.properties.choices.items.properties.logprobs, "the legacy logprobs are documented");
+  assert.ok(doc.components.schemas.TokenizeRequest.properties.prompt && doc.components.schemas.TokenizeRequest.properties.messages);
   // A console session stands in for the admin token; a change with it also needs the session's CSRF token.
   assert.deepEqual(doc.paths["/admin/v1/keys"].post.security, [{ adminToken: [] }, { consoleCookie: [], csrfToken: [] }]);
   assert.deepEqual(doc.paths["/admin/v1/audit"].get.security, [{ adminToken: [] }, { consoleCookie: [] }]);

@@ -181,3 +181,22 @@ test("§8 decoded images are bounded by the plan's body limit: a larger image is
   const ok = await smallClient.chat.completions.create({ model: "llava-tiny", messages: ask(await image(colours.blue, "png", 8)) });
   assert.equal(ok.choices[0].message.content, "blue");
 });
+
+test("issue 44.3 the VLM's tokenizer: messages with an image counted as its chat counts them, text and ids both ways; a legacy completion is the capability 400", async () => {
+  const messages = ask(await image(colours.red));
+  const counted = (await (await srv.post("/v1/tokenize", { model: "llava-tiny", messages }, { key })).json()) as { count: number; tokens: number[]; max_model_len: number };
+  const chat = await client.chat.completions.create({ model: "llava-tiny", messages });
+  assert.equal(counted.count, chat.usage!.prompt_tokens);
+  assert.equal(counted.tokens.length, counted.count);
+  assert.equal(counted.max_model_len, 4096);
+  const text = (await (await srv.post("/v1/tokenize", { model: "llava-tiny", prompt: "red green blue", add_special_tokens: false }, { key })).json()) as { tokens: number[] };
+  assert.ok(text.tokens.length > 0);
+  const back = (await (await srv.post("/v1/detokenize", { model: "llava-tiny", tokens: text.tokens }, { key })).json()) as { prompt: string };
+  assert.equal(back.prompt.trim(), "red green blue");
+  const outside = await srv.post("/v1/detokenize", { model: "llava-tiny", tokens: [10_000_000] }, { key });
+  assert.equal(outside.status, 400);
+  assert.equal(((await outside.json()) as { error: { param: string } }).error.param, "tokens[0]");
+  const completion = await apiErrorOf(client.completions.create({ model: "llava-tiny", prompt: "red" }));
+  assert.equal(completion.status, 400);
+  assert.equal((completion.error as { param: string }).param, "model");
+});

@@ -1,5 +1,5 @@
 import type { AuthContext } from "./auth-context.ts";
-import type { Endpoint } from "../config/config.schema.ts";
+import type { Capability, Endpoint } from "../config/config.schema.ts";
 import { AppError } from "../errors/app-error.ts";
 
 /** Compiled patterns: they come from plans and keys, so there are few; the cap only bounds a pathological store. */
@@ -50,4 +50,39 @@ export function assertGranted(auth: AuthContext, endpoint: Endpoint, modelId: st
   if (!grantsModel(auth, modelId)) {
     throw new AppError("model_not_in_plan", { param: "model", message: `This key may not use the model '${modelId}'.` });
   }
+}
+
+/**
+ * 403 model_not_in_plan (param "model") unless the key and its plan grant the model through one of `endpoints` (the
+ * endpoints the model serves): for what any caller of the model may do, such as tokenizing with its tokenizer.
+ */
+export function assertGrantedAny(auth: AuthContext, endpoints: readonly Endpoint[], modelId: string, nodeDeployment: string): void {
+  const granted = endpoints.find((endpoint) => grantsEndpoint(auth, endpoint, nodeDeployment));
+  if (granted === undefined) {
+    throw new AppError("model_not_in_plan", {
+      param: "model",
+      message: `This key's plan includes none of the endpoints of the model '${modelId}' (${endpoints.join(", ")}).`,
+    });
+  }
+  assertGranted(auth, granted, modelId, nodeDeployment);
+}
+
+/** The key scopes (endpoints) through which a model with these capabilities is called. */
+function servedEndpoints(capabilities: readonly Capability[]): Endpoint[] {
+  return capabilities.filter((c): c is Endpoint & Capability => c === "chat" || c === "embeddings" || c === "rerank" || c === "transcriptions");
+}
+
+/**
+ * The grant check of one request on a model or route: through the request's own endpoint (`grantedBy` endpoint, the
+ * default), or through any endpoint the model serves (`model`: its tokenizer answers a key of any of them).
+ */
+export function assertGrantedBy(
+  auth: AuthContext,
+  grantedBy: "endpoint" | "model" | undefined,
+  endpoint: Endpoint,
+  model: { id: string; capabilities: readonly Capability[] },
+  nodeDeployment: string,
+): void {
+  if (grantedBy === "model") assertGrantedAny(auth, servedEndpoints(model.capabilities), model.id, nodeDeployment);
+  else assertGranted(auth, endpoint, model.id, nodeDeployment);
 }

@@ -75,6 +75,8 @@ export interface InputLimits {
   maxRerankChars: number;
   /** Inputs in one embeddings request. */
   maxEmbeddingInputs: number;
+  /** Choices of one legacy completion request: prompts × n (each is a generation). */
+  maxCompletionChoices: number;
   /** Tools (functions) in one chat or responses request. */
   maxTools: number;
   /** Subschemas of all the tools' parameter schemas together (each is spelled out in a grammar). */

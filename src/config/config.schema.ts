@@ -201,6 +201,8 @@ export const modelBaseProperties = {
         maxRerankDocuments: Type.Optional(Type.Integer({ minimum: 1 })),
         maxRerankChars: Type.Optional(Type.Integer({ minimum: 1 })),
         maxEmbeddingInputs: Type.Optional(Type.Integer({ minimum: 1 })),
+        /** Choices of one /v1/completions request: its prompts times `n`. */
+        maxCompletionChoices: Type.Optional(Type.Integer({ minimum: 1 })),
         maxTools: Type.Optional(Type.Integer({ minimum: 0 })),
         maxToolSchemaNodes: Type.Optional(Type.Integer({ minimum: 1 })),
         /** Longest recording a transcription model takes; it also sets the decoded-samples budget (decode.ts). */

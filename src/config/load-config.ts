@@ -38,6 +38,7 @@ export const defaultInputLimits: InputLimits = {
   maxRerankDocuments: 1000,
   maxRerankChars: 1_000_000,
   maxEmbeddingInputs: 2048,
+  maxCompletionChoices: 16,
   maxTools: 128,
   maxToolSchemaNodes: 4096,
   maxAudioSeconds: 7200,

@@ -3,31 +3,42 @@ import type { Capability } from "../config/config.schema.ts";
 import { AppError } from "../errors/app-error.ts";
 import { crc32 } from "node:zlib";
 import { imageSize } from "image-size";
-import type { ChatRequest, EndpointCapability, EndpointPorts, Engine, EngineSupport, FeatureCapability, ImagePart, RequestFeature } from "./engine.ts";
+import type { ChatRequest, CompletionRequest, EndpointPorts, Engine, EnginePort, EngineSupport, FeatureCapability, ImagePart, RequestFeature } from "./engine.ts";
 
-const endpointWords: Record<EndpointCapability, string> = {
+const endpointWords: Record<EnginePort, string> = {
   chat: "chat completions",
   embeddings: "embeddings",
   rerank: "rerank",
   transcriptions: "audio transcription",
+  completions: "text completions",
+  tokenize: "tokenization",
 };
 
-const featureCapability: Record<RequestFeature, FeatureCapability> = { images: "vision", tools: "tools", json: "json", logprobs: "logprobs" };
+const featureCapability: Record<RequestFeature, FeatureCapability> = { images: "vision", tools: "tools", json: "json", logprobs: "logprobs", prompt_logprobs: "logprobs" };
 const featureWords: Record<RequestFeature, string> = {
   images: "image inputs (it is a text-only model)",
   tools: "tools",
   json: "JSON mode",
   logprobs: "logprobs",
+  prompt_logprobs: "the prompt's own logprobs (echo with logprobs)",
 };
 
-/** The chat features a request uses, in the order they are checked, each with the parameter its 400 names. */
-export function requestFeatures(req: ChatRequest): { feature: RequestFeature; param: string }[] {
+/** The request's features, in the order they are checked, each with the parameter its 400 names. */
+export function requestFeatures(req: ChatRequest | CompletionRequest): { feature: RequestFeature; param: string }[] {
+  if ("prompt" in req) return completionFeatures(req);
   const used: { feature: RequestFeature; param: string }[] = [];
   const image = firstImageParam(req);
   if (image) used.push({ feature: "images", param: image });
   if (req.tools.length > 0) used.push({ feature: "tools", param: "tools" });
   if (req.responseFormat !== "text") used.push({ feature: "json", param: "response_format" });
   if (req.topLogprobs !== null) used.push({ feature: "logprobs", param: "logprobs" });
+  return used;
+}
+
+function completionFeatures(req: CompletionRequest): { feature: RequestFeature; param: string }[] {
+  const used: { feature: RequestFeature; param: string }[] = [];
+  if (req.logprobs !== null) used.push({ feature: "logprobs", param: "logprobs" });
+  if (req.promptLogprobs) used.push({ feature: "prompt_logprobs", param: "echo" });
   return used;
 }
 
@@ -41,23 +52,25 @@ function firstImageParam(req: ChatRequest): string | null {
 
 /** Which entry capabilities the engine cannot provide; the config loader refuses such an entry at start. */
 export function unsupportedCapabilities(entry: Pick<ModelEntry, "capabilities">, support: EngineSupport): Capability[] {
-  const can = new Set<Capability>([...support.endpoints, ...support.features]);
+  const can = new Set<string>([...support.endpoints, ...support.features]);
   return entry.capabilities.filter((c) => !can.has(c));
 }
 
 /** The methods of each endpoint's port. */
-const portMethods: Record<EndpointCapability, readonly [string, string]> = {
+const portMethods: Record<EnginePort, readonly [string, string]> = {
   chat: ["prepareChat", "chat"],
   embeddings: ["prepareEmbed", "embed"],
   rerank: ["prepareRerank", "rerank"],
   transcriptions: ["prepareTranscribe", "transcribe"],
+  completions: ["prepareCompletion", "complete"],
+  tokenize: ["tokenize", "detokenize"],
 };
 
 /**
  * The engine's port for an endpoint. `checkCapabilities` has refused an endpoint the engine's support does not
  * list, so a missing port is the engine's bug: a 500, with this message in the log.
  */
-export function portOf<E extends EndpointCapability>(engine: Engine, endpoint: E): EndpointPorts[E] {
+export function portOf<E extends EnginePort>(engine: Engine, endpoint: E): EndpointPorts[E] {
   const methods = engine as unknown as Record<string, unknown>;
   if (portMethods[endpoint].some((name) => typeof methods[name] !== "function")) {
     throw new Error(`the engine serves no ${endpoint} port, though its support lists ${engine.support.endpoints.join(", ")}`);
@@ -66,16 +79,30 @@ export function portOf<E extends EndpointCapability>(engine: Engine, endpoint: E
 }
 
 /**
- * The one capability check of every inference request (decisions.md order, after scope): the model serves the
- * endpoint (400, param "model"), then, for chat, each feature the request uses is one the model has (400 naming
- * the image part, `tools`, `response_format` or `logprobs`), then no combination its engine refuses.
+ * Whether the model (its entry's capabilities) is one the port can serve: raw-prompt completion needs a generative
+ * model (`chat`); the tokenizer serves any model, a chat prompt only a chat model.
  */
-export function checkCapabilities(entry: ModelEntry, support: EngineSupport, endpoint: EndpointCapability, req?: ChatRequest): void {
-  if (!entry.capabilities.includes(endpoint) || !support.endpoints.includes(endpoint)) {
+function modelServes(entry: ModelEntry, port: EnginePort, req?: ChatRequest | CompletionRequest): boolean {
+  if (port === "completions") return entry.capabilities.includes("chat");
+  if (port === "tokenize") return !req || "prompt" in req || entry.capabilities.includes("chat");
+  return entry.capabilities.includes(port);
+}
+
+/**
+ * The one capability check of every inference request (decisions.md order, after scope): the model serves the
+ * endpoint (400, param "model"), then each feature the request uses is one the model has (400 naming the image part,
+ * `tools`, `response_format`, `logprobs` or `echo`), then no combination its engine refuses.
+ */
+export function checkCapabilities(entry: ModelEntry, support: EngineSupport, port: EnginePort, req?: ChatRequest | CompletionRequest): void {
+  if (!modelServes(entry, port, req)) {
+    const words = port === "tokenize" ? "chat templates" : endpointWords[port];
     throw new AppError("invalid_parameter", {
       param: "model",
-      message: `The model '${entry.id}' does not support ${endpointWords[endpoint]}; it supports: ${entry.capabilities.join(", ")}.`,
+      message: `The model '${entry.id}' does not support ${words}; it supports: ${entry.capabilities.join(", ")}.`,
     });
+  }
+  if (!support.endpoints.includes(port)) {
+    throw new AppError("invalid_parameter", { param: "model", message: `The model '${entry.id}' does not support ${endpointWords[port]} on its engine (${entry.engine}).` });
   }
   if (!req) return;
   const used = requestFeatures(req);
@@ -86,7 +113,8 @@ export function checkCapabilities(entry: ModelEntry, support: EngineSupport, end
     }
   }
   // tool_choice none leaves the tools out of generation, so they combine with anything.
-  const active = new Set(used.map((u) => u.feature).filter((f) => f !== "tools" || req.toolChoice !== "none"));
+  const toolChoice = "prompt" in req ? "none" : req.toolChoice;
+  const active = new Set(used.map((u) => u.feature).filter((f) => f !== "tools" || toolChoice !== "none"));
   for (const refusal of support.refuses) {
     if (refusal.features.every((f) => active.has(f))) throw new AppError("invalid_parameter", { param: refusal.param, message: refusal.message });
   }
@@ -114,7 +142,9 @@ export type LimitedInput =
   | { kind: "chat"; req: ChatRequest }
   | { kind: "embeddings"; inputs: readonly string[] }
   | { kind: "rerank"; query: string; documents: readonly string[] }
-  | { kind: "transcriptions" };
+  | { kind: "transcriptions" }
+  | { kind: "completions"; prompts: readonly string[]; suffix: string | null; choices: number }
+  | { kind: "tokenize" };
 
 function overLimit(param: string, message: string): AppError {
   return new AppError("invalid_parameter", { param, message });
@@ -162,7 +192,8 @@ function checkTools(entry: ModelEntry, tools: ChatRequest["tools"]): void {
 
 /**
  * The model's bounds on inputs that cost model time (`limits` in its config entry): images (count, pixels, aspect
- * ratio), tools (count, subschemas together), rerank documents (count, characters), embedding inputs (count).
+ * ratio), tools (count, subschemas together), rerank documents (count, characters), embedding inputs (count),
+ * completion choices (prompts × n).
  * Checked after the capabilities and before the engine prepares anything; a request over one is a 400 naming the
  * parameter.
  */
@@ -208,7 +239,16 @@ export function checkInputLimits(entry: ModelEntry, input: LimitedInput): void {
       }
       return;
     }
+    case "completions":
+      if (input.prompts.length > limits.maxCompletionChoices) {
+        throw overLimit("prompt", `prompt has ${input.prompts.length} items; the model '${entry.id}' takes at most ${limits.maxCompletionChoices} per request.`);
+      }
+      if (input.choices > limits.maxCompletionChoices) {
+        throw overLimit("n", `The prompts times n make ${input.choices} choices; the model '${entry.id}' generates at most ${limits.maxCompletionChoices} per request.`);
+      }
+      return;
     case "transcriptions":
+    case "tokenize":
       return;
   }
 }

@@ -12,14 +12,24 @@ export interface Completion {
   asked: number | null;
 }
 
+/** What the context error names: the chat's messages (the default), or a raw completion's prompt (`prompt[1]`). */
+export interface PromptSubject {
+  param: string;
+  /** "The messages take", "The prompt takes". */
+  takes: string;
+  /** Qualifies the prompt in the message ("including 2 images"). */
+  note?: string;
+}
+
+const messages: PromptSubject = { param: "messages", takes: "The messages take" };
+
 /**
  * The one context-window check (§4.2) and the one completion budget. The prompt plus max_tokens must fit `window`,
  * and an omitted max_tokens must leave room for at least one token; `window` null (an upstream that does not say,
- * or a prompt it did not count) checks nothing, and only max_tokens and the plan's cap bound the budget. `note`
- * qualifies the prompt in the message ("including 2 images").
+ * or a prompt it did not count) checks nothing, and only max_tokens and the plan's cap bound the budget.
  */
-export function fitCompletion(window: number | null, promptTokens: number, req: Pick<ChatRequest, "maxTokens" | "outputCap">, note = ""): Completion {
-  const room = window === null ? Number.MAX_SAFE_INTEGER : roomLeft(window, promptTokens, req.maxTokens, note);
+export function fitCompletion(window: number | null, promptTokens: number, req: Pick<ChatRequest, "maxTokens" | "outputCap">, subject: PromptSubject = messages): Completion {
+  const room = window === null ? Number.MAX_SAFE_INTEGER : roomLeft(window, promptTokens, req.maxTokens, subject);
   const cap = req.outputCap ?? null;
   return {
     budget: Math.min(req.maxTokens ?? room, cap ?? Number.MAX_SAFE_INTEGER),
@@ -28,12 +38,12 @@ export function fitCompletion(window: number | null, promptTokens: number, req: 
 }
 
 /** What `window` leaves after the prompt; context_length_exceeded when max_tokens, or one token, does not fit. */
-function roomLeft(window: number, promptTokens: number, maxTokens: number | null, note: string): number {
+function roomLeft(window: number, promptTokens: number, maxTokens: number | null, subject: PromptSubject): number {
   const room = window - promptTokens;
   if (maxTokens !== null ? promptTokens + maxTokens > window : room < 1) {
-    const prompt = `The messages take ${promptTokens} tokens${note ? ` (${note})` : ""}`;
+    const prompt = `${subject.takes} ${promptTokens} tokens${subject.note ? ` (${subject.note})` : ""}`;
     throw new AppError("context_length_exceeded", {
-      param: "messages",
+      param: subject.param,
       message:
         `This model's context window is ${window} tokens. ${prompt}` +
         (maxTokens !== null ? ` and max_tokens asks for ${maxTokens} more.` : ", leaving no room for a completion."),

@@ -83,6 +83,55 @@ export type ChatDelta =
   | { type: "tool_call"; index: number; id?: string; name?: string; arguments: string }
   | { type: "done"; finishReason: FinishReason; usage: Usage };
 
+/**
+ * A raw-prompt completion (/v1/completions): the prompt is the prompt, no chat template is applied, and the text of
+ * a special token in it (`<|fim_prefix|>`, `</s>`) is read as that token, as llama-server and vLLM read it.
+ */
+export interface CompletionRequest {
+  prompt: string;
+  /** Where a 400 about this prompt points (`prompt`, or `prompt[2]` for the third of several). */
+  promptParam: string;
+  /** Fill-in-the-middle: the text after the gap (the prompt is the text before it), or null. */
+  suffix: string | null;
+  /** The completion length asked for (0 with echo: only the prompt's own logprobs). */
+  maxTokens: number;
+  /** The plan's `maxOutputTokens`, as in ChatRequest. */
+  outputCap?: number | null;
+  temperature: number | null;
+  topP: number | null;
+  seed: number | null;
+  stop: string[];
+  /** OpenAI's penalties over the tokens generated so far (0: none). */
+  presencePenalty: number;
+  frequencyPenalty: number;
+  /** Logits added to tokens by id (-100..100), checked against the vocabulary by the engine. */
+  logitBias: ReadonlyMap<number, number>;
+  /** null: no logprobs; otherwise how many alternatives per token (0..5). */
+  logprobs: number | null;
+  /** The prompt's own token logprobs come first (echo with logprobs), as a `prompt` delta. */
+  promptLogprobs: boolean;
+  /** As in ChatRequest: nothing reaches the client before the end, so the engine may start over elsewhere. */
+  buffered?: boolean;
+}
+
+/** A token of a completion (or of its prompt) with its logprob and the most likely alternatives at its place. */
+export interface CompletionLogprob {
+  token: string;
+  /** null for the prompt's first token, which nothing before it predicts. */
+  logprob: number | null;
+  /** The alternatives, most likely first (empty where `logprob` is null). */
+  top: { token: string; logprob: number }[];
+}
+
+export type CompletionDelta =
+  /** The prompt's tokens with their logprobs (asked with `promptLogprobs`), before any generated text. */
+  | { type: "prompt"; logprobs: CompletionLogprob[] }
+  | { type: "text"; text: string; logprobs?: CompletionLogprob[] }
+  | { type: "done"; finishReason: "stop" | "length"; usage: Usage };
+
+/** What /v1/tokenize asks a model's tokenizer: text as it is, or a chat request after the model's template. */
+export type TokenizeRequest = { text: string; addSpecial: boolean } | { chat: ChatRequest };
+
 /** A chat request after the engine has templated and tokenized it, ready to run. */
 export interface PreparedChat {
   promptTokens: number;
@@ -162,7 +211,7 @@ export interface Transcript {
  * at start.
  */
 export interface EngineSupport {
-  endpoints: readonly EndpointCapability[];
+  endpoints: readonly EnginePort[];
   features: readonly FeatureCapability[];
   refuses: readonly RefusedCombination[];
   /**
@@ -178,12 +227,21 @@ export interface EngineSupport {
 }
 
 export type EndpointCapability = Extract<Capability, "chat" | "embeddings" | "rerank" | "transcriptions">;
+/**
+ * The ports an engine may serve: one per endpoint capability, plus raw-prompt completion (/v1/completions, for models
+ * with `chat`) and the model's tokenizer (/v1/tokenize and /v1/detokenize).
+ */
+export type EnginePort = EndpointCapability | "completions" | "tokenize";
 export type FeatureCapability = Extract<Capability, "vision" | "tools" | "json" | "logprobs" | "reasoning">;
-/** A chat feature as a request uses it; `tools` counts only when tool_choice is not `none`. */
-export type RequestFeature = "images" | "tools" | "json" | "logprobs";
+/**
+ * A feature as a request uses it; `tools` counts only when tool_choice is not `none`; `prompt_logprobs` is a
+ * completion's echo with logprobs (the prompt's own logprobs).
+ */
+export type RequestFeature = "images" | "tools" | "json" | "logprobs" | "prompt_logprobs";
 
 export interface RefusedCombination {
-  features: readonly [RequestFeature, RequestFeature];
+  /** The features that together are refused (one alone: a feature the engine lacks although the model has it). */
+  features: readonly RequestFeature[];
   /** The parameter the 400 names. */
   param: string;
   message: string;
@@ -263,12 +321,30 @@ export interface TranscribePort<P extends PreparedTranscription = PreparedTransc
   transcribe(req: TranscribeRequest, prepared: P, signal: AbortSignal, slots: number): Promise<Transcript>;
 }
 
+/** A completion after the engine has tokenized the prompt (and built the FIM prompt), ready to run. */
+export type PreparedCompletion = PreparedChat;
+
+export interface CompletionPort<P extends PreparedCompletion = PreparedCompletion> {
+  /** Tokenizes the prompt (a suffix: the model's FIM prompt; 400 `suffix` for a model without FIM tokens) and fits the window. */
+  prepareCompletion(req: CompletionRequest, signal?: AbortSignal): Promise<P>;
+  complete(req: CompletionRequest, prepared: P, signal: AbortSignal, standing?: ShareStanding): AsyncIterable<CompletionDelta>;
+}
+
+/** The model's own tokenizer; it takes no slot (the scheduler's prepare step runs it). */
+export interface TokenizePort {
+  tokenize(req: TokenizeRequest, signal: AbortSignal): Promise<number[]>;
+  /** 400 naming `tokens[i]` for an id outside the vocabulary. */
+  detokenize(tokens: readonly number[], signal: AbortSignal): Promise<string>;
+}
+
 /** The port that serves each endpoint. */
 export interface EndpointPorts {
   chat: ChatPort;
   embeddings: EmbedPort;
   rerank: RerankPort;
   transcriptions: TranscribePort;
+  completions: CompletionPort;
+  tokenize: TokenizePort;
 }
 
 /**
@@ -276,7 +352,7 @@ export interface EndpointPorts {
  * capabilities.ts finds them), loading, and diagnostics. Engines know nothing of HTTP and never bound their own
  * concurrency: `src/scheduler` does.
  */
-export interface Engine extends Partial<ChatPort>, Partial<EmbedPort>, Partial<RerankPort>, Partial<TranscribePort> {
+export interface Engine extends Partial<ChatPort>, Partial<EmbedPort>, Partial<RerankPort>, Partial<TranscribePort>, Partial<CompletionPort>, Partial<TokenizePort> {
   readonly support: EngineSupport;
   /** The served context window in tokens, once loaded. */
   readonly contextSize: number | null;

@@ -32,11 +32,13 @@ import batchesRoutes from "./batches/batches.route.ts";
 import { batchesSchemas } from "./batches/batches.schema.ts";
 import routesAdminRoutes from "./admin/routes-admin.route.ts";
 import { routesAdminSchemas } from "./admin/routes-admin.schema.ts";
+import completionsRoutes from "./completions/completions.route.ts";
+import { completionsSchemas } from "./completions/completions.schema.ts";
 
 type Routes = (app: FastifyInstance) => Promise<void>;
 
 /** Routes under /v1 (paths relative to it): API key, allowlist, rate limit and body limit (src/scopes/v1.scope.ts). */
-export const v1Routes: Routes[] = [modelsRoutes, openapiRoutes, chatRoutes, responsesRoutes, embeddingsRoutes, transcriptionRoutes, rerankRoutes, tokenizeRoutes, filesRoutes, batchesRoutes];
+export const v1Routes: Routes[] = [modelsRoutes, openapiRoutes, chatRoutes, responsesRoutes, embeddingsRoutes, transcriptionRoutes, rerankRoutes, tokenizeRoutes, filesRoutes, batchesRoutes, completionsRoutes];
 
 /** Routes under /admin/v1 (paths relative to it): the admin token or a console session, by role (src/scopes/admin.scope.ts). */
 export const adminRoutes: Routes[] = [adminRoutesOfAccounts, membersAdminRoutes, modelsAdminRoutes, cacheAdminRoutes, routesAdminRoutes];
@@ -61,4 +63,5 @@ export const featureSchemas: TSchema[] = [
   ...consoleSchemas,
   ...batchesSchemas,
   ...routesAdminSchemas,
+  ...completionsSchemas,
 ];

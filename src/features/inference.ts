@@ -1,9 +1,9 @@
 import type { AppContext, TokenAmount, TokenReservation } from "../app-context.ts";
-import { assertGranted } from "../auth/key-grants.ts";
+import { assertGrantedBy } from "../auth/key-grants.ts";
 import type { Endpoint } from "../config/config.schema.ts";
 import { checkCapabilities, checkInputLimits, portOf, type LimitedInput } from "../engines/capabilities.ts";
 import { isClientDisconnect } from "../errors/aborts.ts";
-import type { ChatRequest, EndpointCapability, EndpointPorts } from "../engines/engine.ts";
+import type { ChatRequest, CompletionRequest, EndpointPorts, EnginePort } from "../engines/engine.ts";
 import type { ModelRunner } from "../scheduler/model-runner.ts";
 import type { Lease } from "../scheduler/runner-types.ts";
 import type { RequestContext } from "./request-context.ts";
@@ -11,12 +11,21 @@ import { inTurn, planRoute } from "./routing.ts";
 import { currentContext, incomingContext, inSpan, SpanKind, startSpan } from "../telemetry/spans.ts";
 import type { Span } from "@opentelemetry/api";
 
-export interface Inference<E extends EndpointCapability, P, R> {
+export interface Inference<E extends EnginePort, P, R> {
   model: string;
-  /** The endpoint whose port does the work: the capability check is for it, and prepare and run get it. */
+  /** The engine port that does the work: the capability check is for it, and prepare and run get it. */
   port: E;
   /** The chat request, for the feature part of the capability check. */
   chat?: ChatRequest;
+  /** A raw-prompt completion, for the same check (one of its choices: they share their features). */
+  completion?: CompletionRequest;
+  /** `gen_ai.operation.name` when the endpoint's own does not say it (a text completion on a chat key). */
+  operation?: string;
+  /**
+   * Which key scopes grant the request: the route's endpoint (the default), or `model`: any endpoint the model
+   * serves (the tokenizer of an embeddings model answers an embeddings key).
+   */
+  grantedBy?: "endpoint" | "model";
   /** What the request puts in front of the model, for the model's input limits. */
   input: LimitedInput;
   prepare(port: EndpointPorts[E], signal: AbortSignal): P | Promise<P>;
@@ -43,8 +52,8 @@ export interface Inference<E extends EndpointCapability, P, R> {
  * route (issue 45, routing.ts) runs on its targets in turn: each attempt is admitted at its target, and a failed one
  * gives back its slot and tokens before the next; the usage is the target's that served.
  */
-export async function runInference<E extends EndpointCapability, P, R>(ctx: AppContext, request: RequestContext, spec: Inference<E, P, R>): Promise<R> {
-  const operation = operationNames[request.endpoint] ?? request.endpoint;
+export async function runInference<E extends EnginePort, P, R>(ctx: AppContext, request: RequestContext, spec: Inference<E, P, R>): Promise<R> {
+  const operation = spec.operation ?? operationNames[request.endpoint] ?? request.endpoint;
   const attributes = { "gen_ai.operation.name": operation, "gen_ai.request.model": spec.model, ...chatAttributes(spec.chat) };
   return inSpan(`${operation} ${spec.model}`, attributes, async (span) => {
     const plan = planRoute(ctx, request, spec);
@@ -88,7 +97,7 @@ interface Attempted<R> {
  * another target after it (`more`), a failed attempt settles its reservation to nothing before it throws, so the next
  * target reserves afresh and nothing is held twice.
  */
-async function attempt<E extends EndpointCapability, P, R>(
+async function attempt<E extends EnginePort, P, R>(
   ctx: AppContext,
   request: RequestContext,
   spec: Inference<E, P, R>,
@@ -210,7 +219,11 @@ function estimateTokens(input: LimitedInput): number {
     case "rerank":
       chars += input.query.length * input.documents.length + input.documents.reduce((n, d) => n + d.length, 0);
       break;
+    case "completions":
+      for (const prompt of input.prompts) chars += prompt.length + (input.suffix?.length ?? 0);
+      break;
     case "transcriptions":
+    case "tokenize":
       return 0;
   }
   return Math.ceil(chars / charsPerToken);
@@ -233,10 +246,10 @@ function chatAttributes(chat: ChatRequest | undefined): Record<string, number> {
  * The same checks and prepare step as `runInference`, and nothing after it: for /v1/tokenize, which answers what
  * the engine counted (and its context window) without taking a slot or recording usage.
  */
-export async function prepareInference<E extends EndpointCapability, P>(
+export async function prepareInference<E extends EnginePort, P>(
   ctx: AppContext,
   request: RequestContext,
-  spec: Pick<Inference<E, P, never>, "model" | "port" | "chat" | "input" | "prepare">,
+  spec: Pick<Inference<E, P, never>, "model" | "port" | "chat" | "input" | "prepare" | "grantedBy">,
 ): Promise<{ prepared: P; contextSize: number | null }> {
   const plan = planRoute(ctx, request, spec);
   checkRequest(ctx, request, spec, plan.targets[0]);
@@ -251,16 +264,19 @@ export async function prepareInference<E extends EndpointCapability, P>(
   return plan.route?.config.contextSize ? { prepared: counted.prepared, contextSize: Math.max(plan.route.config.contextSize, counted.contextSize ?? 0) } : counted;
 }
 
+/** What the checks read of a request. */
+type Checked = Pick<Inference<EnginePort, unknown, unknown>, "model" | "port" | "chat" | "completion" | "input" | "grantedBy">;
+
 /**
  * 404 → 403 → 400 (capabilities) → 400 (input limits), in the decisions.md order, for the catalog entry `model` (a
  * route's target, or the model the client named); returns its runner.
  */
-function checkRequest(ctx: AppContext, request: RequestContext, spec: Pick<Inference<EndpointCapability, unknown, unknown>, "model" | "port" | "chat" | "input">, model: string) {
+function checkRequest(ctx: AppContext, request: RequestContext, spec: Checked, model: string) {
   const runner = ctx.catalog.get(model);
   // Only a configured model becomes a label: a client's unknown model name would make the series unbounded.
   if (request.outcome) request.outcome.model = model;
-  assertGranted(request.auth, request.endpoint, model, ctx.config.deployment);
-  checkCapabilities(runner.entry, runner.support, spec.port, spec.chat);
+  assertGrantedBy(request.auth, spec.grantedBy, request.endpoint, runner.entry, ctx.config.deployment);
+  checkCapabilities(runner.entry, runner.support, spec.port, spec.chat ?? spec.completion);
   checkInputLimits(runner.entry, spec.input);
   return runner;
 }

@@ -1,9 +1,9 @@
 import type { AppContext } from "../app-context.ts";
-import { assertGranted, grantsModel } from "../auth/key-grants.ts";
+import { assertGrantedBy, grantsModel } from "../auth/key-grants.ts";
 import type { FallbackReason } from "../config/app-config.ts";
 import type { ModelRoute } from "../catalog/model-route.ts";
 import { checkCapabilities, type LimitedInput } from "../engines/capabilities.ts";
-import type { ChatRequest, EndpointCapability } from "../engines/engine.ts";
+import type { ChatRequest, CompletionRequest, EnginePort } from "../engines/engine.ts";
 import { conversationKey } from "../engines/upstream/affinity-key.ts";
 import { UpstreamUnavailable } from "../engines/upstream/upstream-errors.ts";
 import { AppError } from "../errors/app-error.ts";
@@ -23,11 +23,16 @@ export interface RoutePlan {
   targets: readonly string[];
 }
 
-/** What a request puts to a route: the model it names, the port it needs, and its input (for the sticky split). */
+/**
+ * What a request puts to a route: the model it names, the port it needs, what grants it (see `Inference`), the
+ * request for the capability check, and its input (for the sticky split).
+ */
 export interface Routable {
   model: string;
-  port: EndpointCapability;
+  port: EnginePort;
+  grantedBy?: "endpoint" | "model";
   chat?: ChatRequest;
+  completion?: CompletionRequest;
   input: LimitedInput;
 }
 
@@ -41,13 +46,13 @@ export function planRoute(ctx: AppContext, request: RequestContext, spec: Routab
   const route = ctx.catalog.route(spec.model);
   if (!route) return { route: null, targets: [spec.model] };
   if (request.outcome) request.outcome.route = route.id;
-  assertGranted(request.auth, request.endpoint, route.id, ctx.config.deployment);
+  assertGrantedBy(request.auth, spec.grantedBy, request.endpoint, { id: route.id, capabilities: route.config.capabilities }, ctx.config.deployment);
   const targets = route.attempts(
     () => stickyPoint(request.auth.accountId, spec.input),
     (model) => grantsModel(request.auth, model),
   );
   if (targets.length === 0) throw new AppError("model_not_in_plan", { param: "model", message: `This key may use none of the models of the route '${route.id}'.` });
-  checkCapabilities(route.asModel.entry, route.asModel.support, spec.port, spec.chat);
+  checkCapabilities(route.asModel.entry, route.asModel.support, spec.port, spec.chat ?? spec.completion);
   // From here on, an answer (an error from the first target's checks included) says which target it came from.
   announce(request, route, targets[0], 0);
   return { route, targets };
@@ -56,12 +61,18 @@ export function planRoute(ctx: AppContext, request: RequestContext, spec: Routab
 /**
  * Where a request lands in a weighted split: a hash of its account and, for chat, its conversation (the messages up
  * to the first user message, which every later turn keeps), so every turn of a conversation goes to one target and
- * keeps its cached prefix there. Other endpoints have no conversation: an account's requests stay on one target,
- * so the vectors of one account's index come from one model.
+ * keeps its cached prefix there. A legacy completion's conversation is its document: the opening of its (first)
+ * prompt, which a code-completion client keeps while the text after it changes, so one document's completions stay
+ * on one target too. Other endpoints have no conversation: an account's requests stay on one target, so the vectors
+ * of one account's index come from one model.
  */
 function stickyPoint(account: string, input: LimitedInput): number {
+  if (input.kind === "completions") return conversationKey([{ role: "user", content: input.prompts[0].slice(0, documentOpeningChars) }], account);
   return conversationKey(input.kind === "chat" ? input.req.messages : [], account);
 }
+
+/** How much of a completion's prompt identifies its document for the sticky split. */
+const documentOpeningChars = 256;
 
 /**
  * Runs `attempt` at each target in turn until one answers. A failure moves on only when the route allows its reason,

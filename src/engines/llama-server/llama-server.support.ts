@@ -27,12 +27,25 @@ export const llamaServerOptions = (entry: ModelEntry): LlamaServerOptions => ent
 
 /**
  * What a managed llama-server offers: chat with grammar-based tools and JSON (`--jinja`), logprobs and `<think>`
- * reasoning; or, for an entry without chat, embeddings (`--embeddings`) or rerank (`--reranking`). Vision needs a
- * projector file this engine does not manage, so image inputs are refused with the capability 400.
+ * reasoning, raw-prompt completions (fill-in-the-middle through its /infill); or, for an entry without chat,
+ * embeddings (`--embeddings`) or rerank (`--reranking`); and its tokenizer. Vision needs a projector file this engine
+ * does not manage, so image inputs are refused with the capability 400. Its completions answer no logprobs of the
+ * prompt itself, so echo with logprobs is refused too.
  */
-const chatSupport: EngineSupport = { endpoints: ["chat"], features: ["tools", "json", "logprobs", "reasoning"], refuses: [], seededSampling: true };
-const embeddingsSupport: EngineSupport = { endpoints: ["embeddings"], features: [], refuses: [] };
-const rerankSupport: EngineSupport = { endpoints: ["rerank"], features: [], refuses: [] };
+const chatSupport: EngineSupport = {
+  endpoints: ["chat", "completions", "tokenize"],
+  features: ["tools", "json", "logprobs", "reasoning"],
+  seededSampling: true,
+  refuses: [
+    {
+      features: ["prompt_logprobs"],
+      param: "echo",
+      message: "echo with logprobs (the prompt's own logprobs) is not available on a llama-server model: its completions answer logprobs of generated tokens only.",
+    },
+  ],
+};
+const embeddingsSupport: EngineSupport = { endpoints: ["embeddings", "tokenize"], features: [], refuses: [] };
+const rerankSupport: EngineSupport = { endpoints: ["rerank", "tokenize"], features: [], refuses: [] };
 
 /** What the managed llama-server of this entry can do. */
 export function llamaServerSupport(entry: ModelEntry): EngineSupport {

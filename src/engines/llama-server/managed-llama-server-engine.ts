@@ -6,6 +6,9 @@ import type {
   ChatDelta,
   ChatPort,
   ChatRequest,
+  CompletionDelta,
+  CompletionPort,
+  CompletionRequest,
   EmbedPort,
   EmbedRequest,
   EmbedResult,
@@ -16,6 +19,8 @@ import type {
   RerankPort,
   RerankRequest,
   RerankResult,
+  TokenizePort,
+  TokenizeRequest,
 } from "../engine.ts";
 import type { MemberStats } from "../upstream/pool-member.ts";
 import { UpstreamEngine, type UpstreamPreparedChat } from "../upstream/upstream-engine.ts";
@@ -39,7 +44,7 @@ export function llamaServerArgs(entry: ModelEntry): string[] {
  * aborts are the upstream engine's). Loading starts the process and waits for /health (the runner answers
  * 503 model_loading meanwhile); a crash is restarted with backoff, and requests in between get 503 model_loading.
  */
-export class ManagedLlamaServerEngine implements Engine, ChatPort<UpstreamPreparedChat>, EmbedPort, RerankPort {
+export class ManagedLlamaServerEngine implements Engine, ChatPort<UpstreamPreparedChat>, CompletionPort<UpstreamPreparedChat>, TokenizePort, EmbedPort, RerankPort {
   readonly support: EngineSupport;
   private process: LlamaServerProcess | null = null;
   private relay: UpstreamEngine | null = null;
@@ -82,7 +87,9 @@ export class ManagedLlamaServerEngine implements Engine, ChatPort<UpstreamPrepar
     const relay: UpstreamOptions = {
       upstreams: [{ url: `${endpoint.origin}/v1`, apiKey: endpoint.apiKey, model: this.entry.id, maxInFlight: this.entry.parallel }],
       protocol: "openai",
-      tokenize: this.entry.capabilities.includes("chat") ? "llama-server" : "none",
+      tokenize: "llama-server",
+      // A suffix goes to /infill, which builds the FIM prompt from the model's own FIM tokens.
+      infill: "llama-server",
       // One local process: a failure is not retried elsewhere.
       retry: { attempts: 1 },
       breaker: { failures: 1_000_000 },
@@ -132,6 +139,22 @@ export class ManagedLlamaServerEngine implements Engine, ChatPort<UpstreamPrepar
 
   chat(req: ChatRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
     return this.running().chat(req, prepared, signal);
+  }
+
+  prepareCompletion(req: CompletionRequest, signal?: AbortSignal): Promise<UpstreamPreparedChat> {
+    return this.running().prepareCompletion(req, signal);
+  }
+
+  complete(req: CompletionRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncIterable<CompletionDelta> {
+    return this.running().complete(req, prepared, signal);
+  }
+
+  tokenize(req: TokenizeRequest, signal: AbortSignal): Promise<number[]> {
+    return this.running().tokenize(req, signal);
+  }
+
+  detokenize(tokens: readonly number[], signal: AbortSignal): Promise<string> {
+    return this.running().detokenize(tokens, signal);
   }
 
   prepareEmbed(): PreparedEmbed {

@@ -1,6 +1,4 @@
-import { randomInt } from "node:crypto";
 import {
-  LlamaChat,
   resolveChatWrapper,
   type ChatWrapper,
   type LlamaContext,
@@ -17,6 +15,9 @@ import type {
   ChatDelta,
   ChatPort,
   ChatRequest,
+  CompletionDelta,
+  CompletionPort,
+  CompletionRequest,
   EmbedPort,
   EmbedRequest,
   EmbedResult,
@@ -25,17 +26,19 @@ import type {
   PreparedEmbed,
   PromptCacheStats,
   ShareStanding,
+  TokenizePort,
+  TokenizeRequest,
 } from "../engine.ts";
 import { toChatHistory } from "./chat-history.ts";
-import { AsyncQueue } from "../../workers/async-queue.ts";
 import { llamaChatSupport, llamaOptions } from "./llama.support.ts";
 import { embedAll, embeddingContextSize, embeddingInputLimit, tokenizeInputs, type TokenizedInputs } from "./llama-embed.ts";
 import { getLlamaRuntime } from "./llama-runtime.ts";
 import { PlainTextChatWrapper } from "./plain-chat-wrapper.ts";
 import { ReasoningChatWrapper } from "./forced-call-wrapper.ts";
 import { buildGenerationPlan, type GenerationPlan } from "./generation-plan.ts";
-import { sampleWithLogprobs } from "./logprob-sampler.ts";
+import { chatOnSequence } from "./llama-chat.ts";
 import { Lockstep } from "./lockstep.ts";
+import { checkLogitBias, completionPrompt, runCompletion, tokenizeText, vocabularySize } from "./llama-completion.ts";
 
 /** Chats after which an unused sequence's cached tokens count half as much when choosing one to overwrite. */
 const cacheHalfLife = 8;
@@ -55,6 +58,11 @@ interface LlamaPreparedChat extends PreparedChat {
   tokens: Token[];
 }
 
+interface LlamaPreparedCompletion extends PreparedChat {
+  /** The prompt (or the FIM prompt), tokenized. */
+  tokens: Token[];
+}
+
 interface LlamaPreparedEmbed extends PreparedEmbed {
   inputs: TokenizedInputs;
 }
@@ -65,7 +73,7 @@ interface LlamaPreparedEmbed extends PreparedEmbed {
  * at the end, on abort at once, with its KV cache kept for the next request's shared prefix. Concurrent generations
  * are decoded together, one llama.cpp pass per step (lockstep.ts). Embedding models get an embedding context.
  */
-export class LlamaEngine implements Engine, ChatPort<LlamaPreparedChat>, EmbedPort<LlamaPreparedEmbed> {
+export class LlamaEngine implements Engine, ChatPort<LlamaPreparedChat>, CompletionPort<LlamaPreparedCompletion>, TokenizePort, EmbedPort<LlamaPreparedEmbed> {
   readonly support = llamaChatSupport;
   private readonly capabilities: ReadonlySet<string>;
   private readonly threads: number;
@@ -243,113 +251,66 @@ export class LlamaEngine implements Engine, ChatPort<LlamaPreparedChat>, EmbedPo
   }
 
   async *chat(req: ChatRequest, prepared: LlamaPreparedChat, signal: AbortSignal, standing?: ShareStanding): AsyncIterable<ChatDelta> {
+    yield* this.onSequence(prepared.tokens, signal, standing, (sequence) => this.generate(req, prepared, signal, sequence));
+  }
+
+  /** Lends a sequence (takeSequence) to one generation, in the lockstep with the request's standing. */
+  private async *onSequence<D>(prompt: Token[], signal: AbortSignal, standing: ShareStanding | undefined, run: (sequence: LlamaContextSequence) => AsyncIterable<D>): AsyncIterable<D> {
     signal.throwIfAborted();
-    const sequence = this.takeSequence(prepared.tokens);
+    const sequence = this.takeSequence(prompt);
     const id = this.sequences.indexOf(sequence);
     this.lockstep.assign(id, standing ?? null);
     try {
-      yield* this.generate(req, prepared, signal, sequence);
+      yield* run(sequence);
     } finally {
       this.lockstep.assign(id, null);
       this.freeSequences.push(sequence);
     }
   }
 
-  /** One chat on a lent sequence: the logprobs loop, or LlamaChat. */
-  private async *generate(req: ChatRequest, prepared: LlamaPreparedChat, signal: AbortSignal, sequence: LlamaContextSequence): AsyncIterable<ChatDelta> {
-    const { wrapper } = this.ready();
-    const { plan } = prepared;
-    if (req.topLogprobs !== null) {
-      yield* sampleWithLogprobs({
-          model: this.model!,
-          sequence,
-          promptTokens: prepared.tokens,
-          maxTokens: prepared.maxTokens,
-          temperature: req.temperature ?? this.entry.defaults.temperature ?? defaultTemperature,
-          topP: req.topP ?? this.entry.defaults.topP ?? defaultTopP,
-          seed: req.seed,
-          stop: req.stop,
-          topLogprobs: req.topLogprobs,
-          signal,
-        });
-      return;
-    }
-    const stop = new AbortController();
-    const onAbort = () => stop.abort(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    const startTokens = sequence.tokenMeter.usedOutputTokens;
-    const chat = new LlamaChat({ contextSequence: sequence, chatWrapper: plan.wrapper ?? wrapper });
-    const queue = new AsyncQueue<ChatDelta>();
+  /** The prompt as it is (no template), or the model's FIM prompt for a suffix; its length against the window. */
+  async prepareCompletion(req: CompletionRequest): Promise<LlamaPreparedCompletion> {
+    const { model, context } = this.ready();
+    checkLogitBias(model, req.logitBias);
+    const tokens = completionPrompt(model, req, this.entry.id);
+    const subject = { param: req.promptParam, takes: req.suffix === null ? "The prompt takes" : "The prompt and suffix take" };
+    return { promptTokens: tokens.length, maxTokens: fitCompletion(context.contextSize, tokens.length, req, subject).budget, tokens };
+  }
+
+  complete(req: CompletionRequest, prepared: LlamaPreparedCompletion, signal: AbortSignal, standing?: ShareStanding): AsyncIterable<CompletionDelta> {
+    const { model } = this.ready();
     const temperature = req.temperature ?? this.entry.defaults.temperature ?? defaultTemperature;
-    let callIndex = -1;
-    let pendingSpace = "";
-    const generation = chat
-      .generateResponse(plan.history, {
-        signal: stop.signal,
-        stopOnAbortSignal: true,
-        maxTokens: prepared.maxTokens,
-        temperature,
-        topP: req.topP ?? this.entry.defaults.topP ?? defaultTopP,
-        topK: 0,
-        // node-llama-cpp seeds an unseeded request with the current second: same-second requests would repeat.
-        seed: req.seed ?? randomInt(2 ** 31),
-        customStopTriggers: req.stop.length > 0 ? req.stop : undefined,
-        budgets: { thoughtTokens: Infinity },
-        ...(plan.functions
-          ? {
-              functions: plan.functions,
-              documentFunctionParams: true,
-              maxParallelFunctionCalls: 1,
-              onFunctionCallParamsChunk: (chunk) => {
-                if (chunk.callIndex !== callIndex) {
-                  callIndex = chunk.callIndex;
-                  pendingSpace = "";
-                  queue.push({ type: "tool_call", index: callIndex, id: newToolCallId(), name: chunk.functionName, arguments: "" });
-                }
-                // The call grammar lets whitespace trail the arguments object; hold it back until more JSON follows.
-                if (chunk.paramsChunk.trim().length === 0) pendingSpace += chunk.paramsChunk;
-                else {
-                  queue.push({ type: "tool_call", index: callIndex, arguments: pendingSpace + chunk.paramsChunk });
-                  pendingSpace = "";
-                }
-              },
-            }
-          : { grammar: plan.grammar }),
-        onResponseChunk: (chunk) => {
-          if (chunk.text.length === 0) return;
-          if (chunk.type === "segment") {
-            if (chunk.segmentType === "thought") queue.push({ type: "reasoning", text: chunk.text });
-          } else queue.push({ type: "content", text: chunk.text });
-        },
-      })
-      .then(
-        (result) => {
-          const reason = result.metadata.stopReason;
-          // A generation cut by the signal (deadline or disconnect) ends like one cut by max_tokens, with the
-          // tokens really generated, so usage stays exact.
-          const finishReason =
-            reason === "maxTokens" || reason === "abort"
-              ? "length"
-              : reason === "functionCalls" || (result.functionCalls?.length ?? 0) > 0
-                ? "tool_calls"
-                : "stop";
-          queue.push({
-            type: "done",
-            finishReason,
-            usage: { promptTokens: prepared.promptTokens, completionTokens: sequence.tokenMeter.usedOutputTokens - startTokens },
-          });
-          queue.end();
-        },
-        (err: unknown) => queue.end(err),
-      );
-    try {
-      yield* queue;
-    } finally {
-      signal.removeEventListener("abort", onAbort);
-      stop.abort();
-      await generation;
-      chat.dispose({ disposeSequence: false });
-    }
+    const topP = req.topP ?? this.entry.defaults.topP ?? defaultTopP;
+    return this.onSequence(prepared.tokens, signal, standing, (sequence) =>
+      runCompletion({ model, sequence, req, tokens: prepared.tokens, maxTokens: prepared.maxTokens, temperature, topP, signal }),
+    );
+  }
+
+  async tokenize(req: TokenizeRequest): Promise<number[]> {
+    if ("chat" in req) return (await this.prepareChat(req.chat)).tokens;
+    return tokenizeText(this.loadedModel(), req.text, req.addSpecial);
+  }
+
+  async detokenize(tokens: readonly number[]): Promise<string> {
+    const model = this.loadedModel();
+    const size = vocabularySize(model);
+    const outside = tokens.findIndex((t) => t >= size);
+    if (outside >= 0) throw new AppError("invalid_parameter", { param: `tokens[${outside}]`, message: `Token ${tokens[outside]} is not in the model's vocabulary (0 to ${size - 1}).` });
+    return model.detokenize(tokens as Token[], true);
+  }
+
+  /** The model, for chat and embeddings models alike (the tokenizer serves both). */
+  private loadedModel(): LlamaModel {
+    if (!this.model) throw new Error(`model ${this.entry.id} is not loaded`);
+    return this.model;
+  }
+
+  /** One chat on a lent sequence: the logprobs loop, or LlamaChat. */
+  private generate(req: ChatRequest, prepared: LlamaPreparedChat, signal: AbortSignal, sequence: LlamaContextSequence): AsyncIterable<ChatDelta> {
+    const { model, wrapper } = this.ready();
+    const temperature = req.temperature ?? this.entry.defaults.temperature ?? defaultTemperature;
+    const topP = req.topP ?? this.entry.defaults.topP ?? defaultTopP;
+    return chatOnSequence({ model, wrapper, sequence, req, plan: prepared.plan, tokens: prepared.tokens, maxTokens: prepared.maxTokens, promptTokens: prepared.promptTokens, temperature, topP, signal });
   }
 
   /** Tokenizes and checks every input before capacity is taken (400 invalid_parameter naming `input[i]`). */
@@ -363,8 +324,4 @@ export class LlamaEngine implements Engine, ChatPort<LlamaPreparedChat>, EmbedPo
     if (!this.embedder) throw new Error(`model ${this.entry.id} is not loaded for embeddings`);
     return embedAll(this.embedder, prepared.inputs, signal);
   }
-}
-
-function newToolCallId(): string {
-  return `call_${crypto.randomUUID().replace(/-/g, "").slice(0, 24)}`;
 }

@@ -25,9 +25,13 @@ export const llamaOptions = (entry: ModelEntry): LlamaOptions => {
   return { ...options, fairShareReserve: options.fairShareReserve ?? (entry.parallel > 1 ? 1 : 0) };
 };
 
-/** GGUF chat and embeddings on node-llama-cpp: grammar-constrained tools and JSON, our own logprobs loop, <think> reasoning. */
+/**
+ * GGUF chat and embeddings on node-llama-cpp: grammar-constrained tools and JSON, our own logprobs loop, <think>
+ * reasoning, raw-prompt completions (fill-in-the-middle with the GGUF's FIM tokens, the prompt's own logprobs), and
+ * the model's tokenizer.
+ */
 export const llamaChatSupport: EngineSupport = {
-  endpoints: ["chat", "embeddings"],
+  endpoints: ["chat", "embeddings", "completions", "tokenize"],
   features: ["tools", "json", "logprobs", "reasoning"],
   seededSampling: true,
   refuses: [

@@ -3,7 +3,7 @@ import path from "node:path";
 import type { ModelEntry } from "../../config/app-config.ts";
 import { fitCompletion } from "../context-window.ts";
 import { AppError } from "../../errors/app-error.ts";
-import type { ChatDelta, ChatPort, ChatRequest, Engine, PreparedChat } from "../engine.ts";
+import type { ChatDelta, ChatPort, ChatRequest, Engine, PreparedChat, TokenizePort, TokenizeRequest } from "../engine.ts";
 import { onnxOptions, vlmSupport } from "./onnx.support.ts";
 import type { GenerateArgs, VlmEvent, VlmInit, VlmLayout } from "./tasks/vlm.task.ts";
 import type { WorkerPool } from "../../workers/worker-pool.ts";
@@ -29,10 +29,11 @@ export function vlmLayout(modelType: string): VlmLayout {
  * Chat with images on transformers.js image-text-to-text models. Everything that touches the model or the
  * images (templating, image decoding, the processor, generation) runs in a worker pool with one worker per
  * `parallel` slot; the main thread only forwards requests and streamed pieces. It can't constrain output (no
- * grammar), call tools or return logprobs (`vlmSupport`). Its prepare processes the images, so the scheduler
- * bounds it (`expensivePrepare`).
+ * grammar), call tools or return logprobs (`vlmSupport`), nor complete a raw prompt (transformers.js's
+ * image-text-to-text models are driven through their processor and chat template). Its prepare processes the
+ * images, so the scheduler bounds it (`expensivePrepare`).
  */
-export class OnnxVlmEngine implements Engine, ChatPort {
+export class OnnxVlmEngine implements Engine, ChatPort, TokenizePort {
   readonly support = vlmSupport;
   private pool: WorkerPool | null = null;
   private window: number | null = null;
@@ -73,7 +74,7 @@ export class OnnxVlmEngine implements Engine, ChatPort {
     const window = this.window!;
     const { promptTokens, images } = await pool.call<{ promptTokens: number; images: number }>("prepare", { messages: req.messages });
     const note = images > 0 ? `including ${images} image${images === 1 ? "" : "s"}` : "";
-    return { promptTokens, maxTokens: fitCompletion(window, promptTokens, req, note).budget };
+    return { promptTokens, maxTokens: fitCompletion(window, promptTokens, req, { param: "messages", takes: "The messages take", note }).budget };
   }
 
   async *chat(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
@@ -91,6 +92,16 @@ export class OnnxVlmEngine implements Engine, ChatPort {
       else yield { type: "done", finishReason: event.finishReason, usage: event.usage };
     }
     signal.throwIfAborted();
+  }
+
+  async tokenize(req: TokenizeRequest): Promise<number[]> {
+    const pool = this.requirePool();
+    if ("chat" in req) return pool.call<number[]>("tokenizeChat", { messages: req.chat.messages });
+    return pool.call<number[]>("encode", { text: req.text, addSpecial: req.addSpecial });
+  }
+
+  async detokenize(tokens: readonly number[]): Promise<string> {
+    return this.requirePool().call<string>("decode", { tokens: [...tokens] });
   }
 
   private requirePool(): WorkerPool {

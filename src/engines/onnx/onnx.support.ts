@@ -17,7 +17,11 @@ export const onnxOptions = (entry: ModelEntry): OnnxOptions => entry.options as 
 
 /** Whisper transcription; its prepare decodes the upload, which is costly. */
 export const whisperSupport: EngineSupport = { endpoints: ["transcriptions"], features: [], refuses: [], expensivePrepare: true };
-/** Image-text-to-text chat: no grammar, tools or logprobs in transformers.js; image processing makes prepare costly. */
-export const vlmSupport: EngineSupport = { endpoints: ["chat"], features: ["vision"], refuses: [], expensivePrepare: true, seededSampling: true };
+/**
+ * Image-text-to-text chat: no grammar, tools or logprobs in transformers.js, and no raw-prompt completions (the
+ * model is driven through its processor and template); its tokenizer; image processing makes prepare costly. A seed
+ * repeats a run: the worker reseeds transformers.js's sampler before each generation.
+ */
+export const vlmSupport: EngineSupport = { endpoints: ["chat", "tokenize"], features: ["vision"], refuses: [], expensivePrepare: true, seededSampling: true };
 export const encoderEmbedSupport: EngineSupport = { endpoints: ["embeddings"], features: [], refuses: [] };
 export const encoderRerankSupport: EngineSupport = { endpoints: ["rerank"], features: [], refuses: [] };

@@ -35,6 +35,8 @@ export interface UpstreamCall {
   healthCheck?: boolean;
   /** The §7 param an upstream context-window error is reported on. */
   contextParam?: string;
+  /** The §7 param a 501 (the upstream cannot do what the parameter asks: llama-server's /infill without FIM tokens) names. */
+  unsupportedParam?: string;
 }
 
 export interface UpstreamResponse {
@@ -119,7 +121,7 @@ export class UpstreamClient {
     }
     const text = await response.body.text().catch(() => "");
     total.dispose();
-    throw mapUpstreamError(response.statusCode, response.headers, text, { modelgate: this.modelgate, contextParam: call.contextParam });
+    throw mapUpstreamError(response.statusCode, response.headers, text, { modelgate: this.modelgate, contextParam: call.contextParam, unsupportedParam: call.unsupportedParam });
   }
 
   /** Reads a whole JSON answer, with our timeouts. */

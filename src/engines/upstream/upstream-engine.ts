@@ -2,14 +2,19 @@ import type { ModelEntry } from "../../config/app-config.ts";
 import { parseDuration } from "../../config/duration.ts";
 import { fitCompletion } from "../context-window.ts";
 import type { EngineLog } from "../engine-kind.ts";
+import { AppError } from "../../errors/app-error.ts";
 import type {
   ChatDelta,
   ChatPort,
   ChatRequest,
+  CompletionDelta,
+  CompletionPort,
+  CompletionRequest,
   EmbedPort,
   EmbedRequest,
   EmbedResult,
   Engine,
+  EngineSupport,
   PreparedChat,
   PreparedEmbed,
   PreparedRerank,
@@ -17,6 +22,8 @@ import type {
   RerankPort,
   RerankRequest,
   RerankResult,
+  TokenizePort,
+  TokenizeRequest,
   TranscribePort,
   TranscribeRequest,
   Transcript,
@@ -24,14 +31,14 @@ import type {
 import { conversationKey } from "./affinity-key.ts";
 import { ChunkReader, toWireChat, type WireChunk } from "./chat-wire.ts";
 import { embeddingsCall, readEmbeddings, readRerank, rerankCall, transcriptionForm, readTranscript } from "./endpoint-wire.ts";
-import { countPrompt, llamaServerContext, type TokenizeStrategy } from "./prompt-counter.ts";
-import { sseEvents } from "./sse-events.ts";
-import { StallWatchdog } from "./stall-watchdog.ts";
-import { UpstreamClient, type UpstreamResponse, type UpstreamTimeouts } from "./upstream-client.ts";
+import { countCompletion, countPrompt, detokenizeWith, llamaServerContext, llamaServerVocabulary, tokenizeWith, type PromptCount } from "./prompt-counter.ts";
+import { CompletionChunkReader, toWireCompletion, toWireInfill, type WireCompletionChunk } from "./completion-wire.ts";
+import { endedEarly, streamedDeltas } from "./upstream-stream.ts";
+import { UpstreamClient, type UpstreamTimeouts } from "./upstream-client.ts";
 import { PoolMember, type MemberStats } from "./pool-member.ts";
 import { UpstreamPool, type PoolLease } from "./upstream-pool.ts";
-import { readErrorBody, upstreamDetail, UpstreamUnavailable } from "./upstream-errors.ts";
-import { upstreamOptions, upstreamSupport, type UpstreamOptions } from "./upstream.support.ts";
+import { upstreamDetail, UpstreamUnavailable } from "./upstream-errors.ts";
+import { tokenizeStrategy, upstreamOptions, upstreamSupportOf, type TokenizeStrategy, type UpstreamOptions } from "./upstream.support.ts";
 
 /** A prepared chat, and the max_tokens the upstream is asked for (null: none). */
 export interface UpstreamPreparedChat extends PreparedChat {
@@ -48,22 +55,20 @@ function timeoutsOf(options: UpstreamOptions): UpstreamTimeouts {
   };
 }
 
-export function tokenizeStrategy(options: UpstreamOptions): TokenizeStrategy {
-  return options.tokenize ?? (options.protocol === "modelgate" ? "modelgate" : "none");
-}
-
 /**
  * A model served by another inference server (vLLM, SGLang, TGI, llama-server, Ollama, another Modelgate node).
  * Everything of the contract (auth, limits, validation, admission) has happened before a call gets here; this
  * translates to the upstream's wire and back, and maps its failures to §7.
  */
-export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, EmbedPort, RerankPort, TranscribePort {
-  readonly support = upstreamSupport;
+export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, CompletionPort<UpstreamPreparedChat>, TokenizePort, EmbedPort, RerankPort, TranscribePort {
+  readonly support: EngineSupport;
   private readonly options: UpstreamOptions;
   private readonly timeouts: UpstreamTimeouts;
   private readonly protocol: NonNullable<UpstreamOptions["protocol"]>;
   private pool: UpstreamPool | null = null;
   private learnedContext: number | null = null;
+  /** The vocabulary size a llama-server reports (`/v1/models` meta), learned at the first detokenize. */
+  private vocabulary: number | null | undefined;
   private readonly reported = new WeakSet<object>();
 
   constructor(
@@ -71,6 +76,7 @@ export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, E
     private readonly log: EngineLog,
   ) {
     this.options = upstreamOptions(entry);
+    this.support = upstreamSupportOf(this.options);
     this.timeouts = timeoutsOf(this.options);
     this.protocol = this.options.protocol ?? "openai";
   }
@@ -169,33 +175,97 @@ export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, E
   }
 
   async prepareChat(req: ChatRequest, signal = AbortSignal.timeout(this.timeouts.firstByteMs)): Promise<UpstreamPreparedChat> {
-    const strategy = tokenizeStrategy(this.options);
-    const counted = strategy === "none" ? null : await this.call(signal, async (client) => {
-      const count = await countPrompt(strategy, client, req, signal);
-      if (count && this.entry.contextSize === null && this.learnedContext === null) {
-        this.learnedContext = count.contextSize ?? (strategy === "llama-server" ? await llamaServerContext(client, signal) : null);
-      }
-      return count;
-    });
+    const counted = await this.count(signal, (strategy, client) => countPrompt(strategy, client, req, signal));
     // Without our own count of the prompt, the window is the upstream's to check.
     const { budget, asked } = fitCompletion(counted ? this.contextSize : null, counted?.count ?? 0, req);
     return { promptTokens: counted?.count ?? 0, maxTokens: budget, asked };
   }
 
-  /**
-   * A client waiting for the whole answer (`buffered`) has nothing committed until the end, so the whole
-   * generation may be retried on another upstream; a streaming client is committed at its first delta, so only
-   * the steps before it (connect, headers, the first event) are.
-   */
+  /** A prompt counted by the `tokenize` strategy (null with none), learning the window from the answer when unset. */
+  private async count(signal: AbortSignal, counter: (strategy: TokenizeStrategy, client: UpstreamClient) => Promise<PromptCount | null>): Promise<PromptCount | null> {
+    const strategy = tokenizeStrategy(this.options);
+    if (strategy === "none") return null;
+    return this.call(signal, async (client) => {
+      const count = await counter(strategy, client);
+      if (count && this.entry.contextSize === null && this.learnedContext === null) {
+        this.learnedContext = count.contextSize ?? (strategy === "llama-server" ? await llamaServerContext(client, signal) : null);
+      }
+      return count;
+    });
+  }
+
+  async prepareCompletion(req: CompletionRequest, signal = AbortSignal.timeout(this.timeouts.firstByteMs)): Promise<UpstreamPreparedChat> {
+    const counted = await this.count(signal, (strategy, client) => countCompletion(strategy, client, req, signal));
+    const subject = { param: req.promptParam, takes: req.suffix === null ? "The prompt takes" : "The prompt and suffix take" };
+    const { budget, asked } = fitCompletion(counted ? this.contextSize : null, counted?.count ?? 0, { maxTokens: req.maxTokens, outputCap: req.outputCap }, subject);
+    return { promptTokens: counted?.count ?? 0, maxTokens: budget, asked };
+  }
+
+  /** /v1/completions (or llama-server's /infill for a suffix, with `infill: llama-server`), relayed as chat is. */
+  complete(req: CompletionRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncIterable<CompletionDelta> {
+    return this.relay(signal, null, req.buffered === true, (client) => this.completionBatches(client, req, prepared, signal), (deltas) => deltas);
+  }
+
+  private async *completionBatches(client: UpstreamClient, req: CompletionRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncGenerator<CompletionDelta[]> {
+    const options = { model: client.target.model, maxTokens: prepared.asked, defaults: this.entry.defaults };
+    const infill = req.suffix !== null && this.options.infill === "llama-server";
+    const call = infill
+      ? { path: "/infill", root: true, json: toWireInfill(req, options), contextParam: req.promptParam, unsupportedParam: "suffix" }
+      : { path: "/completions", json: toWireCompletion(req, options), contextParam: req.promptParam };
+    const reader = new CompletionChunkReader(req.promptLogprobs ? { promptLength: req.prompt.length } : null);
+    yield* streamedDeltas(client, call, this.timeouts, signal, (chunk) => reader.read(chunk as WireCompletionChunk));
+    const rest = reader.flush();
+    if (rest.length > 0) yield rest;
+    if (reader.finishReason === null) throw endedEarly(client.origin);
+    const usage = reader.usage ?? { promptTokens: prepared.promptTokens, completionTokens: reader.pieces };
+    yield [{ type: "done", finishReason: reader.finishReason, usage }];
+  }
+
+  async tokenize(req: TokenizeRequest, signal: AbortSignal): Promise<number[]> {
+    const strategy = this.tokenizer();
+    const tokens = await this.call(signal, (client) => tokenizeWith(strategy, client, req, signal));
+    if (tokens === null) throw new UpstreamUnavailable("The model's engine did not answer the token ids.", null, 1000, "overloaded", `tokenize (${strategy}) answered no tokens`);
+    return tokens;
+  }
+
+  async detokenize(tokens: readonly number[], signal: AbortSignal): Promise<string> {
+    const strategy = this.tokenizer();
+    return this.call(signal, async (client) => {
+      // llama-server fails (500) on an id outside its vocabulary: checked here, against the size it reports.
+      if (strategy === "llama-server") {
+        const size = (this.vocabulary ??= await llamaServerVocabulary(client, signal));
+        const outside = size === null ? -1 : tokens.findIndex((t) => t >= size);
+        if (outside >= 0) throw new AppError("invalid_parameter", { param: `tokens[${outside}]`, message: `Token ${tokens[outside]} is not in the model's vocabulary (0 to ${size! - 1}).` });
+      }
+      return detokenizeWith(strategy, client, tokens, signal);
+    });
+  }
+
+  private tokenizer(): Exclude<TokenizeStrategy, "none"> {
+    const strategy = tokenizeStrategy(this.options);
+    // The capability check refused tokenization of a model without a strategy (upstreamSupportOf).
+    if (strategy === "none") throw new Error(`model ${this.entry.id}: tokenize is none, yet a tokenize port was asked for`);
+    return strategy;
+  }
+
   async *chat(req: ChatRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
     const key = this.options.routing === "prefix-affinity" ? conversationKey(req.messages) : null;
-    if (req.buffered) {
+    yield* this.relay(signal, key, req.buffered === true, (client) => this.deltaBatches(client, req, prepared, signal), joinContent);
+  }
+
+  /**
+   * One generation on the pool. A client waiting for the whole answer (`buffered`) has nothing committed until the
+   * end, so the whole generation may be retried on another upstream (its deltas joined by `join`); a streaming
+   * client is committed at its first delta, so only the steps before it (connect, headers, the first event) are.
+   */
+  private async *relay<D>(signal: AbortSignal, key: number | null, buffered: boolean, batches: (client: UpstreamClient) => AsyncGenerator<D[]>, join: (deltas: D[]) => D[]): AsyncGenerator<D> {
+    if (buffered) {
       yield* await this.call(
         signal,
         async (client) => {
-          const deltas: ChatDelta[] = [];
-          for await (const batch of this.deltaBatches(client, req, prepared, signal)) for (const delta of batch) deltas.push(delta);
-          return joinContent(deltas);
+          const deltas: D[] = [];
+          for await (const batch of batches(client)) for (const delta of batch) deltas.push(delta);
+          return join(deltas);
         },
         key,
       );
@@ -204,7 +274,7 @@ export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, E
     const lease = await this.acquire(
       signal,
       async (client) => {
-        const stream = this.streamFrom(client, req, prepared, signal);
+        const stream = flatten(batches(client));
         return { stream, first: await stream.next() };
       },
       key,
@@ -222,54 +292,12 @@ export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, E
     }
   }
 
-  /** One upstream call's deltas, one at a time (for a streaming client). */
-  private async *streamFrom(client: UpstreamClient, req: ChatRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncGenerator<ChatDelta> {
-    for await (const batch of this.deltaBatches(client, req, prepared, signal)) yield* batch;
-  }
-
-  /**
-   * One upstream call's deltas, ending with `done`, as arrays: the deltas of each read of the upstream's body (a
-   * buffered answer collects them without a step per delta); every failure is mapped (`UpstreamUnavailable` when
-   * retryable).
-   */
+  /** One upstream call's deltas, ending with `done`, as arrays (streamedDeltas). */
   private async *deltaBatches(client: UpstreamClient, req: ChatRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncGenerator<ChatDelta[]> {
-    const watchdog = new StallWatchdog(signal, this.timeouts.firstByteMs, this.timeouts.idleMs);
-    const callSignal = watchdog.signal;
     const reader = new ChunkReader();
-    let response: UpstreamResponse | null = null;
-    try {
-      const body = toWireChat(req, { model: client.target.model, maxTokens: prepared.asked, defaults: this.entry.defaults });
-      response = await client.send({ path: "/chat/completions", json: body, signal: callSignal, contextParam: "messages", streaming: true });
-      try {
-        for await (const events of sseEvents(response.body)) {
-          watchdog.beat();
-          const deltas: ChatDelta[] = [];
-          let failure: unknown = null;
-          for (const event of events) {
-            try {
-              const chunk = parseChunk(event.data, client.origin);
-              if (chunk.error !== undefined) throw streamError(chunk.error, client.origin);
-              for (const delta of reader.read(chunk)) deltas.push(delta);
-            } catch (err) {
-              failure = err;
-              break;
-            }
-          }
-          // What came before a malformed or error event goes out first, as when each event was its own step.
-          if (deltas.length > 0) yield deltas;
-          if (failure !== null) throw failure;
-        }
-      } finally {
-        if (!response.body.readableEnded) response.body.destroy();
-      }
-    } catch (err) {
-      throw client.failure(err, callSignal, response?.total ?? null);
-    } finally {
-      watchdog.stop();
-    }
-    if (reader.finishReason === null) {
-      throw new UpstreamUnavailable("The model's engine ended the stream before it finished.", null, 1000, "overloaded", `${client.origin} ended the stream early`);
-    }
+    const body = toWireChat(req, { model: client.target.model, maxTokens: prepared.asked, defaults: this.entry.defaults });
+    yield* streamedDeltas(client, { path: "/chat/completions", json: body, contextParam: "messages" }, this.timeouts, signal, (chunk) => reader.read(chunk as WireChunk));
+    if (reader.finishReason === null) throw endedEarly(client.origin);
     // No usage from the upstream: the prompt as counted in prepare (0 when not counted) and one token per piece.
     const usage = reader.usage ?? { promptTokens: prepared.promptTokens, completionTokens: reader.pieces };
     yield [{ type: "done", finishReason: reader.finishReason, usage }];
@@ -334,16 +362,7 @@ function joinContent(deltas: ChatDelta[]): ChatDelta[] {
   return joined;
 }
 
-function parseChunk(data: string, origin: string): WireChunk {
-  try {
-    return JSON.parse(data) as WireChunk;
-  } catch {
-    throw new UpstreamUnavailable("The model's engine sent a malformed stream event.", null, 1000, "overloaded", `malformed stream event from ${origin}: ${data.slice(0, 200)}`);
-  }
-}
-
-/** An error event inside an upstream stream (vLLM, llama-server: `data: {"error": {...}}`). */
-function streamError(error: unknown, origin: string): UpstreamUnavailable {
-  const { message } = readErrorBody(JSON.stringify({ error }));
-  return new UpstreamUnavailable("The model's engine failed during the stream.", null, 1000, "overloaded", `error event from ${origin}: ${message}`);
+/** One upstream call's deltas, one at a time (for a streaming client). */
+async function* flatten<D>(batches: AsyncGenerator<D[]>): AsyncGenerator<D> {
+  for await (const batch of batches) yield* batch;
 }

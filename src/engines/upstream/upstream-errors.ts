@@ -83,6 +83,8 @@ export interface MapOptions {
   modelgate: boolean;
   /** Where a context-window error is reported: `messages` for chat, `input` for embeddings. */
   contextParam?: string;
+  /** A 501 (Not Implemented) is a 400 naming this parameter: what it asks is what the upstream cannot do. */
+  unsupportedParam?: string;
 }
 
 /** §7 codes of a Modelgate upstream that mean the same for our client. */
@@ -99,6 +101,9 @@ export function mapUpstreamError(status: number, headers: Record<string, string 
   const detail = `upstream ${status}: ${body.message}`;
   if (options.modelgate && body.code === "model_loading") {
     return new UpstreamUnavailable("The model is loading. Retry after the time given in Retry-After.", status, retryAfterMs(headers), "model_loading", detail);
+  }
+  if (status === 501 && options.unsupportedParam) {
+    return new AppError("invalid_parameter", { param: options.unsupportedParam, message: `The model does not support ${options.unsupportedParam}.`, cause: detail });
   }
   if (status === 429 || status >= 500) {
     return new UpstreamUnavailable("The model's engine is busy or failing. Retry after the time given in Retry-After.", status, retryAfterMs(headers), "overloaded", detail);

@@ -1,6 +1,6 @@
 import path from "node:path";
 import type { EngineKind } from "../engine-kind.ts";
-import { UpstreamOptions, upstreamSupport } from "./upstream.support.ts";
+import { UpstreamOptions, upstreamOptions, upstreamSupportOf } from "./upstream.support.ts";
 
 export const upstreamKind: EngineKind = {
   name: "upstream",
@@ -8,7 +8,7 @@ export const upstreamKind: EngineKind = {
   localFiles: false,
   // Our admission bound follows the pool's capacity: the sum of its upstreams' maxInFlight.
   defaultParallel: (options) => (options as UpstreamOptions).upstreams.reduce((sum, u) => sum + (u.maxInFlight ?? 64), 0),
-  support: () => upstreamSupport,
+  support: (entry) => upstreamSupportOf(upstreamOptions(entry)),
   resolvePaths(options, configDir) {
     const own = options as UpstreamOptions;
     return { ...own, upstreams: own.upstreams.map((u) => (u.ca ? { ...u, ca: path.resolve(configDir, u.ca) } : u)) };

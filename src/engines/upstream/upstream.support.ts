@@ -38,6 +38,11 @@ export const UpstreamOptions = Type.Object(
      * (POST /v1/tokenize), or `none`: the upstream's own context error is mapped instead.
      */
     tokenize: Type.Optional(Type.Union([Type.Literal("vllm"), Type.Literal("llama-server"), Type.Literal("modelgate"), Type.Literal("none")])),
+    /**
+     * Where a completion with a `suffix` (fill-in-the-middle) goes: `completions` passes it to the upstream's
+     * /v1/completions (the default), `llama-server` to llama-server's /infill, which builds the model's FIM prompt.
+     */
+    infill: Type.Optional(Type.Union([Type.Literal("completions"), Type.Literal("llama-server")])),
     timeouts: Type.Optional(
       Type.Object(
         {
@@ -90,9 +95,24 @@ export type UpstreamConfig = Static<typeof Upstream>;
 
 export const upstreamOptions = (entry: ModelEntry): UpstreamOptions => entry.options as UpstreamOptions;
 
-/** Whatever the upstream serves: the entry's `capabilities` say what this model is, the upstream decides the rest. */
+export type TokenizeStrategy = NonNullable<UpstreamOptions["tokenize"]>;
+
+/** How prompts are counted (and /v1/tokenize answered): `modelgate` for Modelgate upstreams, else `none` unless set. */
+export function tokenizeStrategy(options: UpstreamOptions): TokenizeStrategy {
+  return options.tokenize ?? (options.protocol === "modelgate" ? "modelgate" : "none");
+}
+
+/**
+ * Whatever the upstream serves: the entry's `capabilities` say what this model is, the upstream decides the rest
+ * (raw-prompt completions go to its /v1/completions); its tokenizer is there when `tokenize` names how to reach it.
+ */
 export const upstreamSupport: EngineSupport = {
-  endpoints: ["chat", "embeddings", "rerank", "transcriptions"],
+  endpoints: ["chat", "embeddings", "rerank", "transcriptions", "completions", "tokenize"],
   features: ["vision", "tools", "json", "logprobs", "reasoning"],
   refuses: [],
 };
+const withoutTokenizer: EngineSupport = { ...upstreamSupport, endpoints: upstreamSupport.endpoints.filter((e) => e !== "tokenize") };
+
+export function upstreamSupportOf(options: UpstreamOptions): EngineSupport {
+  return tokenizeStrategy(options) === "none" ? withoutTokenizer : upstreamSupport;
+}

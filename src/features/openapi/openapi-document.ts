@@ -56,6 +56,8 @@ export async function registerOpenApi(app: FastifyInstance, schemas: TSchema[]):
         { name: "embeddings", description: "§4.3" },
         { name: "audio", description: "§4.4" },
         { name: "rerank", description: "§4.5" },
+        { name: "completions", description: "Legacy completions: a raw prompt, fill-in-the-middle, the prompt's own logprobs" },
+        { name: "tokenize", description: "The model's tokenizer, in vLLM's shapes" },
         { name: "admin", description: "Accounts, keys, members, usage, the audit log and models (admin token, or a console session by role)" },
         { name: "console", description: "The web console's sign-in (§2.9): members and operators, sessions, invites, TOTP, OpenID Connect" },
         { name: "health", description: "Liveness and readiness (no credentials)" },

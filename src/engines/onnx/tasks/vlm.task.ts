@@ -71,6 +71,33 @@ export async function prepare(args: { messages: ChatMessage[] }): Promise<{ prom
   return { promptTokens, images };
 }
 
+/** A chat's prompt token ids after the template (image tokens included), for /v1/tokenize. */
+export async function tokenizeChat(args: { messages: ChatMessage[] }): Promise<number[]> {
+  const { inputs } = await buildInputs(args.messages);
+  return Array.from((inputs.input_ids as Tensor).data as BigInt64Array, Number);
+}
+
+/** Text to token ids with the model's tokenizer (special tokens, BOS, when `addSpecial`). */
+export function encode(args: { text: string; addSpecial: boolean }): number[] {
+  return processor!.tokenizer!.encode(args.text, { add_special_tokens: args.addSpecial });
+}
+
+/** Ids the tokenizer knows (its largest id + 1), found at the first decode. */
+let vocabularySize: number | null = null;
+
+/** Token ids back to text; an id outside the vocabulary is a 400 naming it. */
+export function decode(args: { tokens: number[] }): string {
+  const tokenizer = processor!.tokenizer!;
+  if (vocabularySize === null) {
+    vocabularySize = 0;
+    for (const id of tokenizer.get_vocab().values()) vocabularySize = Math.max(vocabularySize, id + 1);
+  }
+  const size = vocabularySize;
+  const outside = args.tokens.findIndex((t) => t >= size);
+  if (outside >= 0) throw new AppError("invalid_parameter", { param: `tokens[${outside}]`, message: `Token ${args.tokens[outside]} is not in the model's vocabulary (0 to ${size - 1}).` });
+  return tokenizer.decode(args.tokens);
+}
+
 export async function generate(args: GenerateArgs, ctx: { signal: AbortSignal; emit(v: VlmEvent): void }): Promise<void> {
   const m = model!;
   const tokenizer = processor!.tokenizer!;
