@@ -18,6 +18,8 @@ export interface CreateKeyOptions {
   allowIps?: string[];
   /** Reuse an existing account (id or name) instead of creating one. */
   account?: string;
+  /** The id of the account created (default: a random one), for a test whose outcome hangs on it (a route's sticky split). */
+  accountId?: string;
 }
 
 export function silentLogger(): FastifyBaseLogger {
@@ -37,7 +39,7 @@ export async function createKey(config: AppConfig, opts: CreateKeyOptions = {}):
       if (!config.plans.has(plan)) throw new Error(`createKey: unknown plan "${plan}"`);
       for (const c of opts.allowIps ?? []) if (!parseCidr(c)) throw new Error(`createKey: invalid CIDR "${c}"`);
       const account = await store.accounts.insert({
-        id: newId("acct"),
+        id: opts.accountId ?? newId("acct"),
         name: `test-${randomBytes(6).toString("hex")}`,
         plan,
         allowIps: opts.allowIps ?? [],
