@@ -190,3 +190,62 @@ test("issue 45.1 /v1/tokenize on a route counts with the target a request would 
   assert.ok(body.count > 0);
   assert.equal(body.max_model_len, 1024);
 });
+
+// A completion's place in the split hashes its account and its prompt's first 256 characters. This account sends
+// documents 0-5 below to big, big, big, small, big, big (and, were only the account hashed, all of them to small).
+const documentsAccount = "acct_RoutingDocs000001";
+const documentText = (d: number) =>
+  `Document ${d}. Once upon a time there was a little girl named Lily. She liked to play in the park with her ball. One day she saw a big dog near the tree. The dog was sad because it had lost its bone. Lily wanted to help the dog find the bone. They looked under the bench and behind the slide. `;
+
+test("issue 44.2 with 45.1: /v1/completions through a route names the target that served, streamed and not, and one document's completions stay on one target", async () => {
+  const { key, id, accountId } = await srv.createKey({ accountId: documentsAccount });
+  const served: string[] = [];
+  for (let d = 0; d < 6; d++) {
+    // The client completes the same document twice, the second time with more typed after its opening.
+    const seen = new Set<string>();
+    for (const prompt of [documentText(d), `${documentText(d)}They found it under a big`]) {
+      const res = await srv.post("/v1/completions", { model: "chat-default", prompt, max_tokens: 2, temperature: 0 }, { key });
+      assert.equal(res.status, 200, await res.clone().text());
+      const { model } = (await res.json()) as { model: string };
+      assert.equal(res.headers.get("x-modelgate-route"), `chat-default; target=${model}; fallbacks=0`);
+      seen.add(model);
+    }
+    assert.equal(seen.size, 1, `document ${d} was completed by ${[...seen].join(" and ")}`);
+    served.push(...seen);
+  }
+  assert.deepEqual(served, ["big", "big", "big", "small", "big", "big"], "documents spread over the targets by their opening, not by the account alone");
+
+  const stream = await srv.openai(key).completions.create({ model: "chat-default", prompt: documentText(3), max_tokens: 2, temperature: 0, stream: true, stream_options: { include_usage: true } });
+  let events = 0;
+  for await (const event of stream) {
+    assert.equal(event.model, "small", "every event names the target of its document");
+    events++;
+  }
+  assert.ok(events >= 2);
+  const rows = await usageRows(srv.server, srv.config, accountId, id);
+  assert.deepEqual(rows.map(([model, endpoint, requests]) => `${model} ${endpoint} ${requests}`).sort(), ["big chat 10", "small chat 3"], "charged to the target that served");
+});
+
+test("issue 44.3 with 45.1: tokenize of a prompt and detokenize on a route take a key of any endpoint of its models, name the target, and reach only targets the key may name", async () => {
+  const embeddingsKey = await srv.createKey({ endpoints: ["embeddings"] });
+  const res = await srv.post("/v1/tokenize", { model: "vectors", prompt: "a cat" }, { key: embeddingsKey.key });
+  assert.equal(res.status, 200, await res.clone().text());
+  const counted = (await res.json()) as { model: string; count: number; tokens: number[] };
+  assert.ok(["embed-a", "embed-b"].includes(counted.model));
+  assert.equal(res.headers.get("x-modelgate-route"), `vectors; target=${counted.model}; fallbacks=0`);
+  assert.equal(counted.count, counted.tokens.length);
+  const back = await srv.post("/v1/detokenize", { model: "vectors", tokens: counted.tokens }, { key: embeddingsKey.key });
+  assert.equal(back.status, 200);
+  assert.equal(back.headers.get("x-modelgate-route"), `vectors; target=${counted.model}; fallbacks=0`, "ids go back through the tokenizer that made them");
+  assert.match(((await back.json()) as { prompt: string }).prompt, /a cat/);
+
+  // The route's models serve chat only: an embeddings key may not tokenize with them.
+  const chatRoute = await srv.post("/v1/tokenize", { model: "chat-default", prompt: "a cat" }, { key: embeddingsKey.key });
+  assert.deepEqual(await errorOf(chatRoute), { status: 403, type: "permission_error", code: "model_not_in_plan", param: "model" });
+  // A key that may name only one target of the route tokenizes there, whatever the split.
+  const oneTarget = await srv.createKey({ endpoints: ["embeddings"], models: ["vectors", "embed-b"] });
+  for (const prompt of ["a cat", "a dog", "a bird", "a fish"]) {
+    const one = (await (await srv.post("/v1/tokenize", { model: "vectors", prompt }, { key: oneTarget.key })).json()) as { model: string };
+    assert.equal(one.model, "embed-b");
+  }
+});
