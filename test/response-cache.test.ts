@@ -7,6 +7,7 @@ import { modelsDir, startServer, type TestServer } from "../harness/server.ts";
 import { startCanned, type Peer } from "../harness/peers.ts";
 import { readSse } from "./helpers/sse.ts";
 import { errorOf } from "./helpers/errors.ts";
+import { waitFor } from "./helpers/wait-for.ts";
 import { MemoryResponseStore } from "../src/plugins/response-cache/response-store.ts";
 
 const adminToken = "Zq3v8kQ1xT5mW2rY7uN4pL6sD9fG0hJ1aB3cE5gI7kM";
@@ -39,7 +40,19 @@ before(async () => {
       stories("stories-shared", { ttl: "10m", shared: true }),
       stories("stories-plain"),
       stories("stories-small", { ttl: "10m", maxEntryBytes: 200 }),
+      { ...stories("stories-lazy"), load: "lazy" },
+      { ...stories("stories-cold"), load: "lazy", defaults: { temperature: 0 } },
       { id: "canned", engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `http://127.0.0.1:${canned.port}/v1`, model: "canned" }], cache: { ttl: "10m" } },
+    ],
+    routes: [
+      // Cached as a route; its target is lazy, so the first request is served by the fallback while it loads.
+      { id: "stories-route", targets: [{ model: "stories-lazy" }], fallbacks: ["stories-plain"], cache: { ttl: "10m" } },
+      // No cache of its own: its target's does not apply to it.
+      { id: "stories-alias", targets: [{ model: "stories" }] },
+      // An upstream among its targets: a seed does not make it deterministic.
+      { id: "mixed-route", targets: [{ model: "stories-plain" }], fallbacks: ["canned"], cache: { ttl: "10m" } },
+      // Its first target defaults to temperature 0, the one that serves (the other takes no requests) does not.
+      { id: "cold-route", targets: [{ model: "stories-cold", weight: 0 }, { model: "stories-plain" }], cache: { ttl: "10m" } },
     ],
   });
 });
@@ -66,6 +79,56 @@ async function metric(name: string, labels: Record<string, string>): Promise<num
   const line = text.split("\n").find((l) => l.startsWith(`${name}{`) && want.every((w) => l.includes(w)));
   return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : 0;
 }
+
+test("issue 45.2 cache on a route: a hit answers with the target that served its miss, in the body, every chunk, the route header and the usage", async () => {
+  const { key, id, accountId } = await srv.createKey({ plan: "cached" });
+  const body = chatBody("stories-route", fresh());
+  const miss = await srv.post("/v1/chat/completions", body, { key });
+  assert.equal(miss.headers.get("x-modelgate-cache"), "miss");
+  assert.equal(miss.headers.get("x-modelgate-route"), "stories-route; target=stories-plain; fallbacks=1", "its target was still loading");
+  const missed = (await miss.json()) as { model: string; choices: unknown };
+  assert.equal(missed.model, "stories-plain");
+  await waitFor(() => srv.server.ctx.catalog.get("stories-lazy").state, (s) => s === "ready", "stories-lazy to load");
+  const fresher = await srv.post("/v1/chat/completions", body, { key, headers: { "cache-control": "no-cache, no-store" } });
+  assert.equal(((await fresher.json()) as { model: string }).model, "stories-lazy", "the route now runs the request on its target");
+
+  const hit = await srv.post("/v1/chat/completions", body, { key });
+  assert.equal(hit.headers.get("x-modelgate-cache"), "hit");
+  assert.equal(hit.headers.get("x-modelgate-route"), "stories-route; target=stories-plain; fallbacks=0");
+  const hitBody = (await hit.json()) as { model: string; choices: unknown };
+  assert.equal(hitBody.model, "stories-plain", "the target that generated the entry");
+  assert.equal(JSON.stringify(hitBody.choices), JSON.stringify(missed.choices));
+  const streamed = await readSse(await srv.post("/v1/chat/completions", { ...body, stream: true }, { key }));
+  assert.ok(streamed.events.length >= 2);
+  for (const chunk of streamed.events) assert.equal(chunk.model, "stories-plain");
+  await srv.server.ctx.usage.flush();
+  const rows = ((await (await srv.get(`/admin/v1/usage?account=${accountId}`, { key: adminToken })).json()) as { data: { keyId: string; model: string; requests: number; cachedRequests: number }[] }).data.filter((r) => r.keyId === id);
+  assert.deepEqual(rows.map((r) => [r.model, r.requests, r.cachedRequests]).sort(), [["stories-lazy", 1, 0], ["stories-plain", 3, 2]], "each hit charged to the target that generated it");
+
+  // A key of the same account that may not name that target gets no hit: it runs on the target it may name.
+  const narrow = await srv.createKey({ account: accountId, models: ["stories-route", "stories-lazy"] });
+  const own = await srv.post("/v1/chat/completions", body, { key: narrow.key });
+  assert.equal(own.headers.get("x-modelgate-cache"), "miss");
+  assert.equal(((await own.json()) as { model: string }).model, "stories-lazy");
+  // A key that may name the route but none of its models is refused before any lookup, as its miss would be.
+  const routeOnly = await srv.createKey({ account: accountId, models: ["stories-route"] });
+  const refused = await srv.post("/v1/chat/completions", body, { key: routeOnly.key });
+  assert.equal(refused.headers.get("x-modelgate-cache"), null);
+  assert.deepEqual(await errorOf(refused), { status: 403, type: "permission_error", code: "model_not_in_plan", param: "model" });
+});
+
+test("issue 45.2 cache on a route: only the route's own cache applies to it, and a seed is deterministic only when every target repeats a seeded run", async () => {
+  const { key } = await srv.createKey({ plan: "cached" });
+  const aliased = chatBody("stories-alias", fresh());
+  for (let i = 0; i < 2; i++) assert.equal((await chat(key, aliased)).cache, null, "its target's cache is not the route's");
+  const seeded = chatBody("stories-route", fresh(), { temperature: 1, seed: 7 });
+  assert.deepEqual([(await chat(key, seeded)).cache, (await chat(key, seeded)).cache], ["miss", "hit"], "llama targets repeat a seeded run");
+  assert.equal((await chat(key, chatBody("mixed-route", fresh(), { temperature: 1, seed: 7 }))).cache, "bypass", "an upstream fallback may not");
+  const cold = chatBody("mixed-route", fresh());
+  assert.deepEqual([(await chat(key, cold)).cache, (await chat(key, cold)).cache], ["miss", "hit"], "temperature 0 is deterministic on any target");
+  const unset = await chat(key, { model: "cold-route", messages: [{ role: "user", content: fresh() }], max_tokens: 4 });
+  assert.equal(unset.cache, "bypass", "a default temperature of 0 on one target only is not the route's");
+});
 
 test("issue 45.2 cache: the openai client gets byte-identical choices on a hit, non-streamed and streamed", async () => {
   const { key } = await srv.createKey({ plan: "cached" });
@@ -171,21 +234,27 @@ test("issue 45.2 cache: a second account never gets the first account's entry, o
     "/v1/chat/completions": (stream) => ({ ...chatBody("stories", prompt), stream }),
     "/v1/responses": (stream) => ({ model: "stories", input: `${prompt} responses`, max_output_tokens: 12, temperature: 0, stream }),
   };
+  // Routes that generate without the cache (docs/routing.md says why): never looked up, so nothing is shared.
+  const generatingUncached: Record<string, (stream: boolean) => Record<string, unknown>> = {
+    // Prompts × n choices with their own events (echo's prompt logprobs): not the chat generation an entry holds.
+    "/v1/completions": (stream) => ({ model: "stories", prompt: `${prompt} completions`, max_tokens: 12, temperature: 0, stream }),
+  };
   const notGenerating = new Set([
     "/v1/embeddings",
     "/v1/rerank",
     "/v1/audio/transcriptions",
     "/v1/tokenize",
+    "/v1/detokenize",
     "/v1/files",
     // Batch lines run through the chat and embeddings services, the same cache path as those routes.
     "/v1/batches",
     "/v1/batches/:id/cancel",
   ]);
   const posts = srv.server.app.routeTable.routes.filter((r) => r.method === "POST" && r.url.startsWith("/v1/")).map((r) => r.url);
-  const unknown = posts.filter((url) => !generating[url] && !notGenerating.has(url));
+  const unknown = posts.filter((url) => !generating[url] && !generatingUncached[url] && !notGenerating.has(url));
   assert.deepEqual(unknown, [], "a new /v1 route must be added to this test, with its request if it generates");
   const send = async (key: string, url: string, stream: boolean) => {
-    const res = await srv.post(url, generating[url](stream), { key });
+    const res = await srv.post(url, (generating[url] ?? generatingUncached[url])(stream), { key });
     assert.equal(res.status, 200, `${url}: ${res.status}`);
     await res.text();
     return res.headers.get("x-modelgate-cache");
@@ -195,6 +264,11 @@ test("issue 45.2 cache: a second account never gets the first account's entry, o
       assert.equal(await send(a.key, url, stream), stream ? "hit" : "miss", `${url} stream ${stream}: account A writes (its streamed request shares the entry)`);
       assert.equal(await send(a.key, url, stream), "hit", `${url} stream ${stream}: account A reads its own entry`);
       assert.equal(await send(b.key, url, stream), stream ? "hit" : "miss", `${url} stream ${stream}: account B never reads A's entry (only its own)`);
+    }
+  }
+  for (const url of Object.keys(generatingUncached)) {
+    for (const stream of [false, true]) {
+      for (const key of [a.key, a.key, b.key]) assert.equal(await send(key, url, stream), null, `${url} stream ${stream}: not looked up, on a cached model and plan`);
     }
   }
   // What the operator turns on for a model: its entries are read by every account.

@@ -37,8 +37,17 @@ export class ModelRoute {
         capabilities: config.capabilities,
         contextSize: config.contextSize,
         parallel: Math.max(...targets.map((t) => t.entry.parallel)),
+        defaults: sharedDefaults(targets.map((t) => t.entry.defaults)),
+        // The route's own cache: a target's applies to requests naming the target, never to the route.
+        cache: config.cache,
       },
-      support: { endpoints: shared((s) => s.endpoints), features: shared((s) => s.features), refuses: targets.flatMap((t) => t.support.refuses) },
+      support: {
+        endpoints: shared((s) => s.endpoints),
+        features: shared((s) => s.features),
+        refuses: targets.flatMap((t) => t.support.refuses),
+        // A seed repeats a routed run only when it does on whichever target serves it.
+        seededSampling: targets.every((t) => t.support.seededSampling === true),
+      },
     };
   }
 
@@ -92,4 +101,12 @@ export class ModelRoute {
     });
     return { served, fallbacks };
   }
+}
+
+/** The sampling defaults every target has (one that differs between targets is none of the route's). */
+function sharedDefaults(all: readonly ModelEntry["defaults"][]): ModelEntry["defaults"] {
+  const [first, ...rest] = all;
+  const defaults: ModelEntry["defaults"] = {};
+  for (const name of ["temperature", "topP"] as const) if (rest.every((d) => d[name] === first[name]) && first[name] !== undefined) defaults[name] = first[name];
+  return defaults;
 }

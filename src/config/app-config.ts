@@ -141,6 +141,8 @@ export interface RouteEntry {
   capabilities: Capability[];
   /** The largest configured context window of its targets and fallbacks (null when none sets one). */
   contextSize: number | null;
+  /** The route's own response cache (its targets' `cache` does not apply to it); null: off. */
+  cache: ModelCache | null;
 }
 
 /** Where `engine: llama` entries run (top-level `llama` of the config). */

@@ -250,6 +250,8 @@ export const RouteConfig = Type.Object(
         { additionalProperties: false },
       ),
     ),
+    /** The route's own response cache (issue 45; off unless set): entries under the route's id, whichever target served. */
+    cache: Type.Optional(ModelCacheConfig),
   },
   { additionalProperties: false },
 );

@@ -1,6 +1,7 @@
 import type { Capability, RouteConfig } from "./config.schema.ts";
 import type { FallbackReason, ModelEntry, RouteEntry } from "./app-config.ts";
 import { ConfigError } from "./config-error.ts";
+import { resolveModelCache } from "./cache-config.ts";
 
 /** The capabilities a request is routed by: a route must share at least one of them. */
 const endpointCapabilities: readonly Capability[] = ["chat", "embeddings", "rerank", "transcriptions"];
@@ -56,6 +57,7 @@ export function resolveRoutes(input: readonly RouteConfig[], models: readonly Mo
       fallbackOn,
       capabilities,
       contextSize: windows.length > 0 ? Math.max(...windows) : null,
+      cache: resolveModelCache(route.cache),
     };
   });
 }

@@ -1,10 +1,12 @@
 import { createHash } from "node:crypto";
 import type { AppContext, TokenAmount } from "../app-context.ts";
-import { assertGranted } from "../auth/key-grants.ts";
+import { assertGranted, grantsModel } from "../auth/key-grants.ts";
 import type { ModelEntry } from "../config/app-config.ts";
 import { checkCapabilities, checkInputLimits } from "../engines/capabilities.ts";
 import type { ChatDelta, ChatRequest, EngineSupport, FinishReason } from "../engines/engine.ts";
+import type { ModelRoute } from "../catalog/model-route.ts";
 import type { RequestContext } from "./request-context.ts";
+import { announce, noTargetFor } from "./routing.ts";
 
 /*
  * The exact-match response cache (issue 45, docs/routing.md#response-cache): which generation requests it answers,
@@ -55,6 +57,7 @@ export async function consultCache(ctx: AppContext, request: RequestContext, mod
   if (!target?.entry.cache || !planCache) return null;
   // The refusals a miss meets before it runs, in its order: a key that may not ask this never reads an entry.
   assertGranted(request.auth, request.endpoint, model, ctx.config.deployment);
+  if (target.route && !target.route.reachable((m) => grantsModel(request.auth, m))) throw noTargetFor(target.route);
   checkCapabilities(target.entry, target.support, "chat", req);
   checkInputLimits(target.entry, { kind: "chat", req });
   const modelCache = target.entry.cache;
@@ -75,17 +78,26 @@ export async function consultCache(ctx: AppContext, request: RequestContext, mod
   // The store is away: no entry is read or written until it answers again (it logged that once).
   if (found === "unavailable") return decided(ctx, request, model, { status: "bypass", hit: null, save: null });
   const hit = validEntry(found, ttlMs);
-  if (!hit) return decided(ctx, request, model, { status: "miss", hit: null, save });
+  // A route's entry answers only a key that may name the target that generated it (plans and scopes change).
+  if (!hit || (target.route && !grantsModel(request.auth, hit.servedBy))) return decided(ctx, request, model, { status: "miss", hit: null, save });
+  if (target.route) {
+    if (request.outcome) request.outcome.route = target.route.id;
+    announce(request, target.route, hit.servedBy, 0);
+  }
   await chargeHit(ctx, request, hit, planCache.charge);
   return decided(ctx, request, model, { status: "hit", hit, save: null });
 }
 
 /**
  * The catalog entry whose `cache` applies to the model the client named, with its engine's support. A route
- * (issue 45.1) is cached by its own `cache`, under its own id: it is looked up here too once routes exist.
+ * (issue 45.1) is cached by its own `cache`, under its own id, as the capability check sees it: what every target
+ * shares (a seed is deterministic only when every target repeats a seeded run).
  */
-function cachedModel(ctx: AppContext, model: string): { entry: ModelEntry; support: EngineSupport } | undefined {
-  return ctx.catalog.find(model);
+function cachedModel(ctx: AppContext, model: string): { entry: ModelEntry; support: EngineSupport; route: ModelRoute | null } | undefined {
+  const route = ctx.catalog.route(model);
+  if (route) return { ...route.asModel, route };
+  const runner = ctx.catalog.find(model);
+  return runner && { entry: runner.entry, support: runner.support, route: null };
 }
 
 /** `temperature` 0 (the request's, else the model's default), or a `seed` on an engine that repeats a seeded run. */

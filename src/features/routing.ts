@@ -51,11 +51,16 @@ export function planRoute(ctx: AppContext, request: RequestContext, spec: Routab
     () => stickyPoint(request.auth.accountId, spec.input),
     (model) => grantsModel(request.auth, model),
   );
-  if (targets.length === 0) throw new AppError("model_not_in_plan", { param: "model", message: `This key may use none of the models of the route '${route.id}'.` });
+  if (targets.length === 0) throw noTargetFor(route);
   checkCapabilities(route.asModel.entry, route.asModel.support, spec.port, spec.chat ?? spec.completion);
   // From here on, an answer (an error from the first target's checks included) says which target it came from.
   announce(request, route, targets[0], 0);
   return { route, targets };
+}
+
+/** 403 for a key allowed a route but none of its models. */
+export function noTargetFor(route: ModelRoute): AppError {
+  return new AppError("model_not_in_plan", { param: "model", message: `This key may use none of the models of the route '${route.id}'.` });
 }
 
 /**
@@ -111,8 +116,11 @@ export async function inTurn<T>(
   }
 }
 
-/** The target an attempt runs on, where the answer and the access line say so: the header, `target`, the outcome. */
-function announce(request: RequestContext, route: ModelRoute, target: string, fallbacks: number): void {
+/**
+ * The target an attempt runs on (or, for a cache hit, the target that generated the entry), where the answer and the
+ * access line say so: the header, `target`, the outcome.
+ */
+export function announce(request: RequestContext, route: ModelRoute, target: string, fallbacks: number): void {
   request.target = target;
   request.setHeaders?.({ "x-modelgate-route": `${route.id}; target=${target}; fallbacks=${fallbacks}` });
 }

@@ -50,7 +50,7 @@ export async function collectChat(ctx: AppContext, request: RequestContext, mode
     input: { kind: "chat", req },
     prepare: async (port, signal) => {
       const prepared = await port.prepareChat(req, signal);
-      recording?.prepared(model, prepared);
+      recording?.prepared(answerModel(request, model), prepared);
       return prepared;
     },
     promptTokens: (prepared) => prepared.promptTokens,
@@ -175,7 +175,7 @@ export async function streamChatTo(ctx: AppContext, request: RequestContext, mod
       input: { kind: "chat", req },
       prepare: async (port, signal) => {
         const prepared = await port.prepareChat(req, signal);
-        recording?.prepared(model, prepared);
+        recording?.prepared(answerModel(request, model), prepared);
         return prepared;
       },
       promptTokens: (prepared) => prepared.promptTokens,
