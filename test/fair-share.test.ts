@@ -174,9 +174,9 @@ test("push-out: a full queue refuses the newest waiter of the heaviest account, 
   await Promise.all(rest.map((h) => h.done));
 });
 
-test("priorities: batch work yields to interactive work, and the age bound lets a starving batch request in", async () => {
+test("priorities: batch work yields to interactive work", async () => {
   const { observer, byPriority } = observe();
-  const runner = new ModelRunner(entry({ parallel: 1, batchMaxWaitMs: 300 }), llamaChatSupport, idleEngine, log, observer);
+  const runner = new ModelRunner(entry({ parallel: 1 }), llamaChatSupport, idleEngine, log, observer);
   await runner.load();
   const order: string[] = [];
   let release!: () => void;
@@ -205,33 +205,70 @@ test("priorities: batch work yields to interactive work, and the age bound lets 
   assert.deepEqual(order, ["first", "interactive", "batch"]);
   assert.equal(byPriority.get("batch"), 10);
   assert.equal(byPriority.get("interactive"), 20);
+});
 
-  // Age bound: interactive work keeps the model saturated, yet a batch request older than batchMaxWait goes next.
-  order.length = 0;
-  let stop = false;
-  const interactiveLoad = Array.from({ length: 2 }, async (_, i) => {
-    while (!stop) {
-      await runner.execute({
-        queueKey: `i${i}`,
-        account: `i${i}`,
-        signal: new AbortController().signal,
-        prepare: () => null,
-        run: async () => {
-          order.push("interactive");
-          await new Promise((r) => setTimeout(r, 20));
-        },
-      });
-    }
-  });
-  await until(() => runner.stats().queueDepth === 1, "interactive load saturates the model");
-  const started = performance.now();
-  await job("starving", "b", "batch");
-  const waited = performance.now() - started;
-  stop = true;
-  await Promise.all(interactiveLoad);
-  assert.ok(waited >= 290, `the batch request waited ${waited.toFixed(0)} ms: it should wait for the age bound`);
-  assert.ok(waited < 2000, `the batch request waited ${waited.toFixed(0)} ms: the age bound should let it in`);
-  assert.ok(order.indexOf("starving") >= 5, `interactive work ran first meanwhile: ${order.join(",")}`);
+/** Lets every promise settled by now run its callbacks (setImmediate is not among the mocked timers). */
+const settled = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+test("issue 42.3: an overdue batch request takes the next free slot, headroom or not, at parallel 1, 2 and 4", async (t) => {
+  // The scheduler's clock is Date.now, and both it and setTimeout are mocked: ages pass only when the test says so.
+  t.mock.timers.enable({ apis: ["setTimeout", "Date"], now: 0 });
+  for (const parallel of [1, 2, 4]) {
+    const runner = new ModelRunner(entry({ parallel, batchMaxWaitMs: 1000 }), llamaChatSupport, idleEngine, log, undefined, () => Date.now());
+    await runner.load();
+    const started = (h: ReturnType<typeof holdSlot>) => {
+      let yes = false;
+      void h.running.then(() => (yes = true));
+      return () => yes;
+    };
+    // An interactive flood: every slot taken, and more of it waiting than there are slots.
+    const running = Array.from({ length: parallel }, () => holdSlot(runner, "flood"));
+    await Promise.all(running.map((h) => h.running));
+    const flood = Array.from({ length: parallel + 2 }, () => holdSlot(runner, "flood"));
+    const batch = holdSlot(runner, "batch", { priority: "batch" });
+    const batchStarted = started(batch);
+    const endOne = async () => {
+      const ending = running.shift()!;
+      ending.release();
+      await ending.done;
+      await settled();
+    };
+    // Not yet overdue: a freed slot goes to the flood.
+    await endOne();
+    running.push(flood.shift()!);
+    await running.at(-1)!.running;
+    assert.equal(batchStarted(), false, `parallel ${parallel}: the batch request waits while it is young`);
+    // Overdue: the next freed slot is the batch request's, before the interactive waiters and whatever the headroom.
+    t.mock.timers.tick(1000);
+    await settled();
+    assert.equal(batchStarted(), false, `parallel ${parallel}: no slot freed yet`);
+    await endOne();
+    assert.equal(batchStarted(), true, `parallel ${parallel}: the overdue batch request took the freed slot`);
+    assert.equal(runner.stats().queueDepth, parallel + 1, `parallel ${parallel}: the flood still waits`);
+    for (const h of [...running, ...flood, batch]) h.release();
+    await Promise.all([...running, ...flood, batch].map((h) => h.done));
+
+    if (parallel === 1) continue;
+    // A slot free but held back as headroom (interactive work arrived just now): the batch request waiting for it
+    // takes it when it falls due, without waiting for the 10 s window to close.
+    const interactive = holdSlot(runner, "light");
+    await interactive.running;
+    const lines = Array.from({ length: parallel - 1 }, () => holdSlot(runner, "batch", { priority: "batch" }));
+    await Promise.all(lines.slice(0, -1).map((h) => h.running));
+    const last = lines.at(-1)!;
+    const lastStarted = started(last);
+    await settled();
+    assert.equal(lastStarted(), false, `parallel ${parallel}: the headroom slot stays free for interactive work`);
+    assert.equal(runner.stats().active, parallel - 1);
+    t.mock.timers.tick(999);
+    await settled();
+    assert.equal(lastStarted(), false, `parallel ${parallel}: not yet due`);
+    t.mock.timers.tick(1);
+    await settled();
+    assert.equal(lastStarted(), true, `parallel ${parallel}: the overdue batch request took the headroom slot`);
+    for (const h of [interactive, ...lines]) h.release();
+    await Promise.all([interactive, ...lines].map((h) => h.done));
+  }
 });
 
 test("headroom: batch work alone takes every slot; once interactive work arrives, batch starts only while it leaves a slot free, so the next interactive request starts at once", async () => {

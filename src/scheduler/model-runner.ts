@@ -6,28 +6,11 @@ import { DeadlineExceeded } from "../errors/aborts.ts";
 import { AppError } from "../errors/app-error.ts";
 import { DrainRate } from "./drain-rate.ts";
 import { ServiceLog } from "./service-log.ts";
-import type { Job, Lease, LoadState, RefusalReason, RunnerObserver, RunnerStats, TenantStats } from "./runner-types.ts";
-import { VtcQueue, type Priority, type QueueEntry } from "./vtc-queue.ts";
-
-interface Waiter {
-  wanted: number;
-  weight: number;
-  resolve(lease: Lease): void;
-  reject(err: unknown): void;
-}
-
-interface Ticket {
-  account: string;
-  weight: number;
-  priority: Priority;
-}
-
-/**
- * While interactive requests have arrived at a model within this long, batch work starts only while it leaves one
- * slot free (with `parallel > 1`), so an interactive request finds a slot instead of waiting for a batch line to end
- * (nothing is preempted). Alone, batch work takes every slot.
- */
-const interactiveHeadroomMs = 10_000;
+import type { Job, Lease, LoadState, RefusalReason, RunnerObserver, RunnerStats } from "./runner-types.ts";
+import { InteractiveHeadroom } from "./interactive-headroom.ts";
+import { openLease, type Ticket } from "./slot-lease.ts";
+import { waitInQueue, type Waiter } from "./slot-waiter.ts";
+import { VtcQueue } from "./vtc-queue.ts";
 
 /**
  * Per-model scheduling: load state, `parallel` slots, a bounded fair wait queue, a bounded prepare stage for
@@ -41,9 +24,7 @@ export class ModelRunner {
   private active = 0;
   /** Interactive leases held (batch leases stand over their share while there are any). */
   private interactiveRunning = 0;
-  /** When the last interactive request arrived (performance.now()), for the batch headroom. */
-  private interactiveSeenAt = -Infinity;
-  private headroomTimer: NodeJS.Timeout | null = null;
+  private readonly headroom: InteractiveHeadroom;
   private preparing = 0;
   private readonly queue: VtcQueue<Waiter>;
   private readonly drain: DrainRate;
@@ -58,8 +39,11 @@ export class ModelRunner {
     private readonly createEngine: (entry: ModelEntry) => Promise<Engine>,
     private readonly log: FastifyBaseLogger,
     private readonly observer?: RunnerObserver,
+    /** The scheduler's clock (milliseconds): the queue's ages and the headroom window. */
+    private readonly now: () => number = () => performance.now(),
   ) {
-    this.queue = new VtcQueue(entry.queueSize, entry.batchMaxWaitMs);
+    this.queue = new VtcQueue(entry.queueSize, entry.batchMaxWaitMs, now);
+    this.headroom = new InteractiveHeadroom(entry.parallel, now, () => this.next());
     this.drain = new DrainRate(entry.parallel);
     this.#state = locateModelFiles(entry) ? "unloaded" : "missing";
   }
@@ -93,21 +77,8 @@ export class ModelRunner {
       error: this.lastError,
       ...(this.engine?.upstreamStats ? { upstreams: this.engine.upstreamStats() } : {}),
       ...(this.engine?.promptCacheStats ? { promptCache: this.engine.promptCacheStats() } : {}),
-      tenants: this.tenantStats(),
+      tenants: this.service.tenants(this.queue.view()),
     };
-  }
-
-  /** The queue by account, with each account's tokens over the last minute (accounts served then but idle now too). */
-  private tenantStats(): TenantStats[] {
-    const byAccount = this.service.byAccount();
-    const total = [...byAccount.values()].reduce((a, b) => a + b, 0);
-    const views = new Map(this.queue.view().map((v) => [v.account, v]));
-    for (const account of byAccount.keys()) {
-      if (!views.has(account)) views.set(account, { account, weight: 1, waiting: { interactive: 0, batch: 0 }, running: 0, lead: 0 });
-    }
-    return [...views.values()]
-      .map((v) => ({ ...v, tokensLastMinute: byAccount.get(v.account) ?? 0, shareLastMinute: total > 0 ? (byAccount.get(v.account) ?? 0) / total : 0 }))
-      .sort((a, b) => b.tokensLastMinute - a.tokensLastMinute || a.account.localeCompare(b.account));
   }
 
   /** Upstream latencies since the last call (engines that forward), for the metrics. */
@@ -173,10 +144,10 @@ export class ModelRunner {
     job.signal.throwIfAborted();
     const ticket: Ticket = { account: job.account ?? job.queueKey, weight: job.weight ?? 1, priority: job.priority ?? "interactive" };
     let lease: Lease;
-    const waitStarted = performance.now();
+    const waitStarted = this.now();
     try {
       lease = await this.admit(ticket, job.signal, job.slots?.(prepared) ?? 1, job.onQueued);
-      this.observer?.queueWait(this.entry.id, (performance.now() - waitStarted) / 1000, ticket.priority);
+      this.observer?.queueWait(this.entry.id, (this.now() - waitStarted) / 1000, ticket.priority);
     } catch (err) {
       if (err instanceof DeadlineExceeded) throw this.refuse("no_capacity", `The model '${this.entry.id}' had no free capacity within the request deadline.`);
       throw err;
@@ -210,7 +181,7 @@ export class ModelRunner {
     const engine = this.servable();
     signal.throwIfAborted();
     const interactive = ticket.priority === "interactive";
-    if (interactive) this.interactiveSeenAt = performance.now();
+    if (interactive) this.headroom.interactiveArrived();
     const want = Math.max(1, Math.min(wanted, interactive ? this.entry.parallel : this.batchSlotsFree()));
     if (this.active < this.entry.parallel && this.queue.size === 0 && (interactive || this.batchSlotsFree() > 0)) {
       this.queue.started(ticket.account, ticket.weight);
@@ -235,34 +206,12 @@ export class ModelRunner {
     onQueued?.();
     // Batch waiters may wait out the age bound that lets them in.
     const maxWaitMs = interactive ? this.entry.maxQueueWaitMs : Math.max(this.entry.maxQueueWaitMs, this.entry.batchMaxWaitMs + 1000);
-    return new Promise<Lease>((resolve, reject) => {
-      const settle = () => {
-        signal.removeEventListener("abort", onAbort);
-        clearTimeout(timer);
-      };
-      const waiter: Waiter = {
-        wanted: want,
-        weight: ticket.weight,
-        resolve: (lease) => {
-          settle();
-          resolve(lease);
-        },
-        reject: (err) => {
-          settle();
-          reject(err);
-        },
-      };
-      const onAbort = () => {
-        if (this.queue.remove(entry)) waiter.reject(signal.reason);
-      };
-      const timer = setTimeout(() => {
-        if (this.queue.remove(entry)) waiter.reject(this.refuse("deadline", `The model '${this.entry.id}' had no free capacity within its maxQueueWait.`));
-      }, maxWaitMs);
-      signal.addEventListener("abort", onAbort, { once: true });
-      const entry: QueueEntry<Waiter> = this.queue.push(ticket.account, ticket.weight, ticket.priority, waiter);
-      // A slot may be free while only batch work waited for it (the headroom): the fair order decides who takes it.
-      if (this.active < this.entry.parallel) this.next();
-    });
+    const waiting = waitInQueue(this.queue, ticket, want, signal, maxWaitMs, () =>
+      this.refuse("deadline", `The model '${this.entry.id}' had no free capacity within its maxQueueWait.`),
+    );
+    // A slot may be free while only batch work waited for it (the headroom): the fair order decides who takes it.
+    if (this.active < this.entry.parallel) this.next();
+    return waiting;
   }
 
   /** The estimated wait of a new request of this account: the waiters that go before it ÷ the drain rate. */
@@ -314,21 +263,9 @@ export class ModelRunner {
     return this.active < this.entry.parallel + (engine.pausableSlots ?? 0) && this.active >= this.entry.parallel;
   }
 
-  /** Slots batch work may take: the free ones, less one while interactive work keeps its headroom. */
+  /** Slots batch work may take: the free ones, less the interactive headroom. */
   private batchSlotsFree(): number {
-    const headroom = this.entry.parallel > 1 && performance.now() - this.interactiveSeenAt < interactiveHeadroomMs ? 1 : 0;
-    return Math.max(0, this.entry.parallel - this.active - headroom);
-  }
-
-  /** Batch waiters held back by the headroom get the slot when the window ends without interactive arrivals. */
-  private wakeBatchAfterHeadroom(): void {
-    if (this.headroomTimer) return;
-    const wait = Math.max(1, this.interactiveSeenAt + interactiveHeadroomMs - performance.now());
-    this.headroomTimer = setTimeout(() => {
-      this.headroomTimer = null;
-      this.next();
-    }, wait);
-    this.headroomTimer.unref();
+    return this.headroom.batchSlots(this.entry.parallel - this.active);
   }
 
   private grant(engine: Engine, wanted: number, ticket: Ticket): Lease {
@@ -337,49 +274,30 @@ export class ModelRunner {
     const interactive = ticket.priority === "interactive";
     if (interactive) this.interactiveRunning++;
     this.clearIdleTimer();
-    const started = Date.now();
-    let released = false;
-    let charged = 0;
-    const overShare = () => (!interactive && this.interactiveRunning > 0) || this.queue.overShare(ticket.account, this.entry.parallel);
-    const favoured = () => this.queue.favoured(ticket.account, this.entry.parallel);
-    return {
-      engine,
-      slots,
-      get charged() {
-        return charged;
-      },
-      get overShare() {
-        return !released && overShare();
-      },
-      get favoured() {
-        return !released && !overShare() && favoured();
-      },
-      charge: (tokens) => {
-        if (!(tokens > 0)) return;
-        charged += tokens;
+    return openLease(engine, slots, {
+      overShare: () => (!interactive && this.interactiveRunning > 0) || this.queue.overShare(ticket.account, this.entry.parallel),
+      favoured: () => this.queue.favoured(ticket.account, this.entry.parallel),
+      served: (tokens) => {
         this.queue.charge(ticket.account, tokens);
         this.service.served(ticket.account, tokens);
         this.observer?.served(this.entry.id, ticket.account, ticket.priority, tokens);
       },
-      release: () => {
-        if (released) return;
-        released = true;
+      freed: (heldMs) => {
         this.active -= slots;
         if (interactive) this.interactiveRunning--;
         this.queue.finished(ticket.account);
-        this.drain.released(Date.now() - started);
+        this.drain.released(heldMs);
         this.next();
       },
-    };
+    });
   }
 
   private next(): void {
     while (this.active < this.entry.parallel && this.queue.size > 0) {
-      const batchMay = this.batchSlotsFree() > 0;
-      const entry = this.queue.shift(batchMay);
+      const entry = this.queue.shift(this.batchSlotsFree() > 0);
       if (!entry) {
-        // Only batch work waits, and the free slot is interactive headroom for now.
-        this.wakeBatchAfterHeadroom();
+        // Only batch work waits, none of it overdue, and the free slot is interactive headroom for now.
+        this.headroom.wakeBatchLater(this.queue.batchDueAt());
         break;
       }
       const waiter = entry.item;

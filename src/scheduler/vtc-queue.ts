@@ -106,7 +106,8 @@ export class VtcQueue<T> {
 
   /**
    * Takes the waiter that gets the next slot (see the class comment), and counts it as running; with `allowBatch`
-   * false only interactive waiters are considered (undefined when there are none).
+   * false, batch waiters are considered only once past their age bound, which no headroom holds back (undefined
+   * when no waiter may start).
    */
   shift(allowBatch = true): QueueEntry<T> | undefined {
     if (this.count === 0) return undefined;
@@ -115,9 +116,9 @@ export class VtcQueue<T> {
     let best: { tenant: Tenant<T>; entry: QueueEntry<T>; batch: boolean } | undefined;
     for (const tenant of this.tenants.values()) {
       const interactive = tenant.waiting.find((e) => e.priority === "interactive");
-      const batch = allowBatch ? tenant.waiting.find((e) => e.priority === "batch") : undefined;
+      const batch = tenant.waiting.find((e) => e.priority === "batch");
       if (batch && now - batch.enqueuedAt >= this.batchMaxWaitMs && (!aged || batch.seq < aged.seq)) aged = batch;
-      const entry = interactive ?? batch;
+      const entry = interactive ?? (allowBatch ? batch : undefined);
       if (!entry) continue;
       const candidate = { tenant, entry, batch: !interactive };
       if (!best || better(candidate, best)) best = candidate;
@@ -127,6 +128,16 @@ export class VtcQueue<T> {
     this.remove(chosen);
     this.started(chosen.account);
     return chosen;
+  }
+
+  /** When (on the queue's clock) the oldest batch waiter passes its age bound; null when no batch work waits. */
+  batchDueAt(): number | null {
+    let oldest: number | null = null;
+    for (const t of this.tenants.values()) {
+      const batch = t.waiting.find((e) => e.priority === "batch");
+      if (batch && (oldest === null || batch.enqueuedAt < oldest)) oldest = batch.enqueuedAt;
+    }
+    return oldest === null ? null : oldest + this.batchMaxWaitMs;
   }
 
   /** Counts a lease granted without waiting (a free slot and an empty queue). */
