@@ -346,6 +346,48 @@ test("deadlines: no slot within maxQueueWait is 503 overloaded (deadline); an es
   await Promise.all(arrivals.map((a) => a.done.catch(() => {})));
 });
 
+test("issue 42.5: on an engine that cannot pause, a light account's next request finds a slot: the last free one is held from a flood while the light account was seen within 10 s, and a flood alone takes every slot", async (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout", "Date"], now: 0 });
+  for (const engine of ["cannot pause", "pauses"] as const) {
+    const create = engine === "pauses" ? async (): Promise<Engine> => ({ ...(await idleEngine()), pausableSlots: 1 }) : idleEngine;
+    const runner = new ModelRunner(entry({ parallel: 4 }), llamaChatSupport, create, log, undefined, () => Date.now());
+    await runner.load();
+    const depth = () => [runner.stats().active, runner.stats().queueDepth];
+    // The flood alone: every slot, and two waiting.
+    const flood = Array.from({ length: 6 }, () => holdSlot(runner, "flood"));
+    await Promise.all(flood.slice(0, 4).map((h) => h.running));
+    assert.deepEqual(depth(), [4, 2], `${engine}: the flood alone takes every slot`);
+    // The light account's first request waits for a slot like any (its account has received the least: it goes first).
+    const first = holdSlot(runner, "light");
+    flood.shift()!.release();
+    await first.running;
+    first.release();
+    await first.done;
+    await settled();
+    if (engine === "pauses") {
+      assert.deepEqual(depth(), [4, 1], "pauses: the flood takes the slot back (a light account starts beyond parallel instead)");
+    } else {
+      assert.deepEqual(depth(), [3, 2], "cannot pause: the last free slot is held from the flood");
+      const second = holdSlot(runner, "light");
+      await second.running;
+      assert.deepEqual(depth(), [4, 2], "the light account's next request started at once, before the flood's waiter");
+      second.release();
+      await second.done;
+      await settled();
+      assert.deepEqual(depth(), [3, 2]);
+      t.mock.timers.tick(9_999);
+      await settled();
+      assert.deepEqual(depth(), [3, 2], "held while the light account was seen within 10 s");
+      t.mock.timers.tick(1);
+      await settled();
+      assert.deepEqual(depth(), [4, 1], "the reserve lapsed: the flood's waiter took the slot");
+    }
+    for (const h of flood) h.release();
+    await Promise.all(flood.map((h) => h.done));
+    assert.equal(runner.stats().active, 0);
+  }
+});
+
 test("pausing engines: an account under its share starts at once beyond parallel while another runs over its own; each lease says whether it stands over its share", async () => {
   const pausable = async (): Promise<Engine> => ({ ...(await idleEngine()), pausableSlots: 1 });
   const runner = new ModelRunner(entry({ parallel: 2 }), llamaChatSupport, pausable, log);

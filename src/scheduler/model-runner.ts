@@ -7,7 +7,7 @@ import { AppError } from "../errors/app-error.ts";
 import { DrainRate } from "./drain-rate.ts";
 import { ServiceLog } from "./service-log.ts";
 import type { Job, Lease, LoadState, RefusalReason, RunnerObserver, RunnerStats } from "./runner-types.ts";
-import { InteractiveHeadroom } from "./interactive-headroom.ts";
+import { HoldWake, InteractiveHeadroom } from "./slot-holds.ts";
 import { openLease, type Ticket } from "./slot-lease.ts";
 import { waitInQueue, type Waiter } from "./slot-waiter.ts";
 import { VtcQueue } from "./vtc-queue.ts";
@@ -25,6 +25,7 @@ export class ModelRunner {
   /** Interactive leases held (batch leases stand over their share while there are any). */
   private interactiveRunning = 0;
   private readonly headroom: InteractiveHeadroom;
+  private readonly holdWake: HoldWake;
   private preparing = 0;
   private readonly queue: VtcQueue<Waiter>;
   private readonly drain: DrainRate;
@@ -43,7 +44,8 @@ export class ModelRunner {
     private readonly now: () => number = () => performance.now(),
   ) {
     this.queue = new VtcQueue(entry.queueSize, entry.batchMaxWaitMs, now);
-    this.headroom = new InteractiveHeadroom(entry.parallel, now, () => this.next());
+    this.headroom = new InteractiveHeadroom(entry.parallel, now);
+    this.holdWake = new HoldWake(now, () => this.next());
     this.drain = new DrainRate(entry.parallel);
     this.#state = locateModelFiles(entry) ? "unloaded" : "missing";
   }
@@ -183,13 +185,14 @@ export class ModelRunner {
     const interactive = ticket.priority === "interactive";
     if (interactive) this.headroom.interactiveArrived();
     const want = Math.max(1, Math.min(wanted, interactive ? this.entry.parallel : this.batchSlotsFree()));
-    if (this.active < this.entry.parallel && this.queue.size === 0 && (interactive || this.batchSlotsFree() > 0)) {
-      this.queue.started(ticket.account, ticket.weight);
+    const held = this.lastSlotOf(engine) !== undefined && this.queue.holdsLastSlotFrom(ticket.account, this.entry.parallel);
+    // A slot free while others wait is held from each of them (headroom, reserve): interactive work not held takes it.
+    const mayStart = !held && (interactive || (this.queue.size === 0 && this.batchSlotsFree() > 0));
+    // Beyond `parallel` (a place the engine can pause for), a grant is one slot.
+    const beyond = interactive && this.pausedPlaceFree(engine) && this.queue.preempts(ticket.account, ticket.weight, this.entry.parallel);
+    if ((this.active < this.entry.parallel && mayStart) || beyond) {
+      this.queue.started(ticket.account, ticket.weight, ticket.priority);
       return Promise.resolve(this.grant(engine, want, ticket));
-    }
-    if (interactive && this.pausedPlaceFree(engine) && this.queue.preempts(ticket.account, ticket.weight, this.entry.parallel)) {
-      this.queue.started(ticket.account, ticket.weight);
-      return Promise.resolve(this.grant(engine, 1, ticket));
     }
     if (interactive) {
       const estimate = this.estimatedWaitMs(ticket);
@@ -263,6 +266,15 @@ export class ModelRunner {
     return this.active < this.entry.parallel + (engine.pausableSlots ?? 0) && this.active >= this.entry.parallel;
   }
 
+  /**
+   * `parallel` when the one free slot is the last and the light-account reserve applies to the engine: one that starts
+   * nothing beyond `parallel` (one that can starts a light account's request on a paused place instead).
+   */
+  private lastSlotOf(engine: Engine): number | undefined {
+    const applies = this.entry.parallel > 1 && !(engine.pausableSlots ?? 0) && this.entry.parallel - this.active === 1;
+    return applies ? this.entry.parallel : undefined;
+  }
+
   /** Slots batch work may take: the free ones, less the interactive headroom. */
   private batchSlotsFree(): number {
     return this.headroom.batchSlots(this.entry.parallel - this.active);
@@ -294,10 +306,10 @@ export class ModelRunner {
 
   private next(): void {
     while (this.active < this.entry.parallel && this.queue.size > 0) {
-      const entry = this.queue.shift(this.batchSlotsFree() > 0);
+      const entry = this.queue.shift(this.batchSlotsFree() > 0, this.engine ? this.lastSlotOf(this.engine) : undefined);
       if (!entry) {
-        // Only batch work waits, none of it overdue, and the free slot is interactive headroom for now.
-        this.headroom.wakeBatchLater(this.queue.batchDueAt());
+        // The free slot is held (interactive headroom, light-account reserve) from every waiter, for now.
+        this.holdWake.atEarliest([this.headroom.endsAt(), this.queue.batchDueAt(), this.queue.reserveLapsesAt(this.entry.parallel)]);
         break;
       }
       const waiter = entry.item;
