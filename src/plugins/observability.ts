@@ -55,6 +55,7 @@ export const observabilityPlugin = fp(
         promptTokens: null,
         completionTokens: null,
         ttftMs: null,
+        queueMs: null,
         errorCode: null,
         recorded: false,
         started: performance.now(),
@@ -107,6 +108,7 @@ export const observabilityPlugin = fp(
           promptTokens: tokens ? outcome.promptTokens : undefined,
           completionTokens: tokens ? outcome.completionTokens : undefined,
           ttftMs: outcome.ttftMs !== null ? Math.round(outcome.ttftMs * 10) / 10 : undefined,
+          queueMs: outcome.queueMs !== null ? Math.round(outcome.queueMs * 10) / 10 : undefined,
           ms: Math.round(ms * 10) / 10,
           bytesIn: Number(request.headers["content-length"] ?? 0) || 0,
           // What the connection carried for this response, headers included (streams have no content-length).

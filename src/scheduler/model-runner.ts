@@ -230,7 +230,7 @@ export class ModelRunner {
    */
   private refuse(reason: RefusalReason, message: string, estimateMs?: number): AppError {
     this.observer?.refused(this.entry.id, reason);
-    return new AppError("overloaded", { message, retryAfterMs: Math.max(1000, Math.ceil(estimateMs ?? this.drain.drainMs(this.queue.size + 1))) });
+    return new AppError("overloaded", { message, routine: true, retryAfterMs: Math.max(1000, Math.ceil(estimateMs ?? this.drain.drainMs(this.queue.size + 1))) });
   }
 
   /** The engine when the model can serve now, else the 404 / 500 / 503 a request for it gets. */

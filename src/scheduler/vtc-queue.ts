@@ -32,7 +32,7 @@
 export type Priority = "interactive" | "batch";
 
 /** How long an account that sent a request counts as about to send another, for the light-account reserve. */
-export const reserveWindowMs = 10_000;
+const reserveWindowMs = 10_000;
 
 /** How far ahead in weighted service an account within its share stays favoured (about one long answer). */
 export const burstTokens = 256;
