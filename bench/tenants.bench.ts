@@ -15,7 +15,8 @@ import { runNode } from "./processes.ts";
  *   completion over 200 ms ± 25%;
  * - `tiny`: stories260K in-process (parallel 4), 48 tokens per answer.
  * Each run measures, per model: B alone; A alone (the model's capacity, completions per second); both; and A alone
- * again (the capacity is the mean of the two A-alone phases, which bracket the shared one). It does so
+ * again (the capacity is the mean of the two A-alone phases, which bracket the shared one); and, from the server's
+ * access log (queueMs), how long B's requests waited for a slot alone and under the flood (issue 42.5). It does so
  * on this tree's scheduler and on the scheduler before issue 31 (the commit BENCH_BASELINE_REF, default the parent
  * of the fair-share work, extracted with `git archive` into a temporary folder and run from there with this tree's
  * node_modules), alternating which goes first. Medians of RUNS, min–max over the runs.
@@ -42,6 +43,9 @@ interface Sample {
   p95Flood: number;
   /** A's completions per second while B sends ÷ (capacity − B's completions per second). */
   aShare: number;
+  /** B's waits for a slot (the access log's queueMs; none from a scheduler that does not log it), p95, ms. */
+  bWaitAlone: number;
+  bWaitFlood: number;
   detail?: Record<string, unknown>;
 }
 
@@ -58,15 +62,31 @@ function baselineTree(ref: string): string {
   return dir;
 }
 
-async function scenario(gateway: SpawnedServer, keys: { a: string; b: string }, ca: string, model: string, body: string): Promise<Sample> {
+/** The queueMs of one account's access-log lines that the server wrote since `from` (an index into its stderr). */
+function queueWaits(gateway: SpawnedServer, from: number, account: string): number[] {
+  const waits: number[] = [];
+  for (const line of gateway.stderr.slice(from).join("").split("\n")) {
+    if (!line.includes(account) || !line.includes('"queueMs"')) continue;
+    const record = JSON.parse(line) as { msg?: string; account?: string; queueMs?: number };
+    if (record.msg === "request" && record.account === account && record.queueMs !== undefined) waits.push(record.queueMs);
+  }
+  return waits;
+}
+
+async function scenario(gateway: SpawnedServer, keys: { a: string; b: string; bAccount: string }, ca: string, model: string, body: string): Promise<Sample> {
   const url = `${gateway.origin}/v1/chat/completions`;
   const run = async (mode: "flood" | "paced", key: string, seconds: number, arg: number, margin = 0) =>
     JSON.parse(await runNode([client, mode, url, body, String(seconds), key, ca, String(arg), String(margin)])) as Tally;
+  const waitP95 = (waits: number[]) => p95({ ok: waits.length, refused: 0, other: 0, perSecond: 0, latencies: waits });
+  let mark = gateway.stderr.length;
   const alone = await run("paced", keys.b, SECONDS, 250);
+  const waitsAlone = queueWaits(gateway, mark, keys.bAccount);
   const before = await run("flood", keys.a, SECONDS + 2, 40, 1000);
   const flood = run("flood", keys.a, SECONDS + 2, 40, 1000);
   await new Promise((r) => setTimeout(r, 1000));
+  mark = gateway.stderr.length;
   const b = await run("paced", keys.b, SECONDS, 250);
+  const waitsFlood = queueWaits(gateway, mark, keys.bAccount);
   const a = await flood;
   const after = await run("flood", keys.a, SECONDS + 2, 40, 1000);
   // The capacity: A alone, just before and just after (the machine's load drifts between phases).
@@ -79,6 +99,8 @@ async function scenario(gateway: SpawnedServer, keys: { a: string; b: string }, 
     p95Flood: p95(b),
     p95Ratio: p95(b) / p95(alone),
     aShare: a.perSecond / left,
+    bWaitAlone: waitP95(waitsAlone),
+    bWaitFlood: waitP95(waitsFlood),
     detail: { capacity: capacity.perSecond, capacityRefused: capacity.refused, a: a.perSecond, aRefused: a.refused, b: b.perSecond, bLatencies: b.latencies.map(Math.round).sort((x, y) => x - y) },
   };
 }
@@ -113,7 +135,8 @@ export default async function tenantsBench(): Promise<BenchRow[]> {
         try {
           const ca = path.join(dir, "tls/cert.pem");
           const cfg = testConfig(config, path.join(dir, "config.yaml"));
-          const keys = { a: (await createKey(cfg)).key, b: (await createKey(cfg)).key };
+          const b = await createKey(cfg);
+          const keys = { a: (await createKey(cfg)).key, b: b.key, bAccount: b.accountId };
           for (const model of (["pool", "tiny"] as const).filter((m) => !process.env.BENCH_TENANT_MODEL || m === process.env.BENCH_TENANT_MODEL)) {
             const sample = await scenario(gateway, keys, ca, model, bodies[model]);
             process.stderr.write(`    ${which} ${model}: ${JSON.stringify(sample)}\n`);
@@ -139,10 +162,20 @@ export default async function tenantsBench(): Promise<BenchRow[]> {
     const sent = (s: Sample[]) => s.reduce((n, x) => n + x.bSent, 0);
     const ratio = spread(fair.map((s) => s.p95Ratio));
     const share = spread(fair.map((s) => s.aShare));
+    const wait = spread(fair.map((s) => s.bWaitFlood));
     rows.push(
       { item: `${label}: B's 503s while A floods, of ${sent(fair)} sent over ${RUNS} runs (raw = old scheduler, of ${sent(old)})`, service: refused(fair), raw: refused(old), unit: "requests", ratio: refused(fair), target: "0" },
       { item: `${label}: B's p95 while A floods ÷ B's p95 alone, refused = ∞ (raw = old scheduler)`, service: ratio.median, raw: spread(old.map((s) => s.p95Ratio)).median, unit: "×", ratio: ratio.median, range: [ratio.min, ratio.max], target: "≤ 1.5" },
       { item: `${label}: B's p95 while A floods (service) and alone (raw), ms`, service: spread(fair.map((s) => s.p95Flood)).median, raw: spread(fair.map((s) => s.p95Alone)).median, unit: "ms", ratio: ratio.median, target: "report" },
+      {
+        item: `${label}: B's p95 wait for a slot (the access log's queueMs) while A floods (service) and alone (raw); ratio column: the flood's, ms`,
+        service: wait.median,
+        raw: spread(fair.map((s) => s.bWaitAlone)).median,
+        unit: "ms",
+        ratio: wait.median,
+        range: [wait.min, wait.max],
+        target: "report",
+      },
       { item: `${label}: A's completions ÷ the capacity B leaves (raw = old scheduler)`, service: share.median, raw: spread(old.map((s) => s.aShare)).median, unit: "share", ratio: share.median, range: [share.min, share.max], target: "≥ 0.9" },
     );
   }
