@@ -346,7 +346,7 @@ test("deadlines: no slot within maxQueueWait is 503 overloaded (deadline); an es
   await Promise.all(arrivals.map((a) => a.done.catch(() => {})));
 });
 
-test("issue 42.5: on an engine that cannot pause, a light account's next request finds a slot: the last free one is held from a flood while the light account was seen within 10 s, and a flood alone takes every slot", async (t) => {
+test("issue 42.5: on an engine that cannot pause, a light account's next request finds a slot: the last free one is held from a flood while the light account, seen within 10 s, runs nothing; a flood alone takes every slot", async (t) => {
   t.mock.timers.enable({ apis: ["setTimeout", "Date"], now: 0 });
   for (const engine of ["cannot pause", "pauses"] as const) {
     const create = engine === "pauses" ? async (): Promise<Engine> => ({ ...(await idleEngine()), pausableSlots: 1 }) : idleEngine;
@@ -371,16 +371,20 @@ test("issue 42.5: on an engine that cannot pause, a light account's next request
       const second = holdSlot(runner, "light");
       await second.running;
       assert.deepEqual(depth(), [4, 2], "the light account's next request started at once, before the flood's waiter");
+      // While the light account runs, nothing is held: a slot the flood frees goes to the flood's waiter.
+      flood.shift()!.release();
+      await settled();
+      assert.deepEqual(depth(), [4, 1], "the flood's waiter took the slot its own request freed");
       second.release();
       await second.done;
       await settled();
-      assert.deepEqual(depth(), [3, 2]);
+      assert.deepEqual(depth(), [3, 1], "held again once the light account's request ended");
       t.mock.timers.tick(9_999);
       await settled();
-      assert.deepEqual(depth(), [3, 2], "held while the light account was seen within 10 s");
+      assert.deepEqual(depth(), [3, 1], "held while the light account was seen within 10 s");
       t.mock.timers.tick(1);
       await settled();
-      assert.deepEqual(depth(), [4, 1], "the reserve lapsed: the flood's waiter took the slot");
+      assert.deepEqual(depth(), [4, 0], "the reserve lapsed: the flood's waiter took the slot");
     }
     for (const h of flood) h.release();
     await Promise.all(flood.map((h) => h.done));

@@ -309,7 +309,7 @@ export class ModelRunner {
       const entry = this.queue.shift(this.batchSlotsFree() > 0, this.engine ? this.lastSlotOf(this.engine) : undefined);
       if (!entry) {
         // The free slot is held (interactive headroom, light-account reserve) from every waiter, for now.
-        this.holdWake.atEarliest([this.headroom.endsAt(), this.queue.batchDueAt(), this.queue.reserveLapsesAt(this.entry.parallel)]);
+        this.holdWake.atEarliest([this.headroom.endsAt(), this.queue.batchDueAt(), this.queue.reserveLapsesAt()]);
         break;
       }
       const waiter = entry.item;

@@ -19,19 +19,19 @@
  * its counter runs `burstTokens` ahead of the lowest counter of the accounts running: a light account gets its
  * answers at full speed, and one that keeps generating goes back to sharing steps until the others catch up.
  *
- * The light-account reserve (engines that cannot pause a generation, with `parallel > 1`): while an account that
- * sent interactive work within the last `reserveWindowMs` has nothing waiting and runs fewer requests than its share
- * (such accounts count among those sharing), the last free slot is held back from the accounts running at least
- * theirs, so the light account's next request starts at once (the runner lets it take the slot) instead of waiting
- * for one to end. An account never gets less than its share from it, and a batch waiter past its age bound takes the
- * slot all the same.
+ * The light-account reserve (engines that start nothing beyond `parallel`, with `parallel > 1`): while an account that
+ * sent interactive work within the last `reserveWindowMs` has nothing running or waiting (such accounts count among
+ * those sharing), the last free slot is held back from the accounts running at least their share, so the light
+ * account's next request starts at once (the runner lets it take the slot) instead of waiting for one to end. While
+ * it runs, nothing is held. An account never gets less than its share from it, and a batch waiter past its age
+ * bound takes the slot all the same.
  *
  * Push-out: when the queue is full and the arriving account holds fewer waiters than its weighted share of the
  * queue, the newest waiter of the account most over its share is refused instead (`pushOutFor`).
  */
 export type Priority = "interactive" | "batch";
 
-/** How long an account that sent a request counts as about to send another, for the light-account reserve. */
+/** How long an account that sent interactive work counts as about to send more, for the light-account reserve. */
 const reserveWindowMs = 10_000;
 
 /** How far ahead in weighted service an account within its share stays favoured (about one long answer). */
@@ -63,7 +63,7 @@ interface Tenant<T> {
 
 /** What the light-account reserve needs of the accounts, taken once per decision. */
 interface ReserveView {
-  /** The weights of the accounts running, waiting or seen within the window. */
+  /** The weights of the accounts running, waiting, or that sent interactive work within the window. */
   weights: number;
   /** The earliest a light account's window closes. */
   lapsesAt: number;
@@ -134,7 +134,7 @@ export class VtcQueue<T> {
   shift(allowBatch = true, lastOf?: number): QueueEntry<T> | undefined {
     if (this.count === 0) return undefined;
     const now = this.now();
-    const reserve = lastOf === undefined ? null : this.reserveView(now, lastOf);
+    const reserve = lastOf === undefined ? null : this.reserveView(now);
     let aged: QueueEntry<T> | undefined;
     let best: { tenant: Tenant<T>; entry: QueueEntry<T>; batch: boolean } | undefined;
     for (const tenant of this.tenants.values()) {
@@ -157,14 +157,13 @@ export class VtcQueue<T> {
   /** Whether the light-account reserve holds the last free slot of `capacity` back from `account` (class comment). */
   holdsLastSlotFrom(account: string, capacity: number): boolean {
     const tenant = this.tenants.get(account);
-    const reserve = this.reserveView(this.now(), capacity);
+    const reserve = this.reserveView(this.now());
     return tenant !== undefined && reserve !== null && this.heldFrom(tenant, reserve, capacity);
   }
 
   /** When the light-account reserve lapses unless a light account comes back (null when nothing is reserved). */
-  reserveLapsesAt(capacity: number): number | null {
-    const lapsesAt = this.reserveView(this.now(), capacity)?.lapsesAt ?? Infinity;
-    return lapsesAt === Infinity ? null : lapsesAt;
+  reserveLapsesAt(): number | null {
+    return this.reserveView(this.now())?.lapsesAt ?? null;
   }
 
   /** When (on the queue's clock) the oldest batch waiter passes its age bound; null when no batch work waits. */
@@ -247,23 +246,20 @@ export class VtcQueue<T> {
 
   /**
    * The weights that share the model, when a light account is about (one that sent interactive work within the
-   * window, has nothing waiting and runs fewer requests than its share of `capacity`); else null.
+   * window and has nothing running or waiting); else null.
    */
-  private reserveView(now: number, capacity: number): ReserveView | null {
-    const recent = (t: Tenant<T>) => now - t.interactiveAt < reserveWindowMs;
-    let weights = 0;
-    for (const t of this.tenants.values()) if (t.running > 0 || t.waiting.length > 0 || recent(t)) weights += t.weight;
-    const view: ReserveView = { weights, lapsesAt: Infinity };
-    let light = false;
+  private reserveView(now: number): ReserveView | null {
+    const view: ReserveView = { weights: 0, lapsesAt: Infinity };
     for (const t of this.tenants.values()) {
-      if (!recent(t) || t.waiting.length > 0 || t.running >= shareOf(t.weight, capacity, weights)) continue;
-      light = true;
-      view.lapsesAt = Math.min(view.lapsesAt, t.interactiveAt + reserveWindowMs);
+      const busy = t.running > 0 || t.waiting.length > 0;
+      const recent = now - t.interactiveAt < reserveWindowMs;
+      if (busy || recent) view.weights += t.weight;
+      if (recent && !busy) view.lapsesAt = Math.min(view.lapsesAt, t.interactiveAt + reserveWindowMs);
     }
-    return light ? view : null;
+    return view.lapsesAt < Infinity ? view : null;
   }
 
-  /** Whether the account runs at least its share while a light account is about (never a light one). */
+  /** Whether the account runs at least its share of `capacity` while a light account is about (never a light one). */
   private heldFrom(tenant: Tenant<T>, reserve: ReserveView, capacity: number): boolean {
     return tenant.running >= shareOf(tenant.weight, capacity, reserve.weights);
   }
@@ -347,11 +343,17 @@ export class VtcQueue<T> {
     return min;
   }
 
-  /** Forgets idle accounts that would re-enter at the current minimum anyway (they owe nothing). */
+  /**
+   * Forgets idle accounts that would re-enter at the current minimum anyway (they owe nothing), once the light-account
+   * reserve no longer counts them.
+   */
   private prune(): void {
     if (this.tenants.size < 64) return;
     const floor = this.minWaitingCounter() ?? this.floor;
-    for (const [id, t] of this.tenants) if (t.waiting.length === 0 && t.running === 0 && t.counter <= floor) this.tenants.delete(id);
+    const now = this.now();
+    for (const [id, t] of this.tenants) {
+      if (t.waiting.length === 0 && t.running === 0 && t.counter <= floor && now - t.interactiveAt >= reserveWindowMs) this.tenants.delete(id);
+    }
   }
 }
 
