@@ -392,6 +392,55 @@ test("issue 42.5: on an engine that cannot pause, a light account's next request
   }
 });
 
+test("issue 42.5: what the reserve costs a flood: on 4 slots of 150-250 ms answers, A floods and B sends one every 250 ms; B never waits for a slot, and A keeps at least 0.9 of the capacity B leaves", async (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout", "Date"], now: 0 });
+  const runner = new ModelRunner(entry({ parallel: 4, queueSize: 64 }), llamaChatSupport, idleEngine, log, undefined, () => Date.now());
+  await runner.load();
+  const random = rng(42);
+  let stop = false;
+  const done = { a: 0, b: 0 };
+  const bWaits: number[] = [];
+  const request = (account: "a" | "b") => {
+    const asked = Date.now();
+    return runner.execute({
+      queueKey: account,
+      signal: new AbortController().signal,
+      prepare: () => null,
+      run: async () => {
+        if (account === "b") bWaits.push(Date.now() - asked);
+        await new Promise((r) => setTimeout(r, 150 + 100 * random()));
+        done[account]++;
+      },
+    });
+  };
+  // A: 16 connections, each sending its next request as soon as the last one ended.
+  const flood = Array.from({ length: 16 }, async () => {
+    while (!stop) await request("a");
+  });
+  const seconds = 30;
+  const light: Promise<void>[] = [];
+  for (let ms = 0; ms < seconds * 1000; ms++) {
+    if (ms % 250 === 125) {
+      light.push(request("b"));
+      await settled();
+    }
+    t.mock.timers.tick(1);
+    await settled();
+  }
+  stop = true;
+  const counted = { ...done };
+  while (runner.stats().active > 0 || runner.stats().queueDepth > 0) {
+    t.mock.timers.tick(10);
+    await settled();
+  }
+  await Promise.all([...flood, ...light]);
+  // Alone, A would finish 4 slots ÷ 200 ms = 20 a second; B's own answers take 4 × 200 ms of it a second.
+  const share = counted.a / seconds / (20 - counted.b / seconds);
+  // B's first request comes from an account not seen yet: it waits like any.
+  assert.equal(Math.max(...bWaits.slice(1)), 0, `B's waits for a slot: ${bWaits.join(",")}`);
+  assert.ok(share >= 0.9, `A's completions ÷ the capacity B leaves: ${share.toFixed(3)} (${JSON.stringify(counted)})`);
+});
+
 test("pausing engines: an account under its share starts at once beyond parallel while another runs over its own; each lease says whether it stands over its share", async () => {
   const pausable = async (): Promise<Engine> => ({ ...(await idleEngine()), pausableSlots: 1 });
   const runner = new ModelRunner(entry({ parallel: 2 }), llamaChatSupport, pausable, log);
