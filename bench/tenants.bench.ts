@@ -14,8 +14,8 @@ import { runNode } from "./processes.ts";
  * - `pool`: an upstream pool (parallel 4) whose upstream (harness/paced-upstream.mjs, its own process) streams a
  *   completion over 200 ms ± 25%;
  * - `tiny`: stories260K in-process (parallel 4), 48 tokens per answer.
- * Each run measures, per model: B alone; A alone (the model's capacity, completions per second); both; and A alone
- * again (the capacity is the mean of the two A-alone phases, which bracket the shared one); and, from the server's
+ * Each run measures, per model: A alone (the model's capacity, completions per second); B alone; both; and, 11 s
+ * after B's last request, A alone again (the capacity is the mean of the two A-alone phases); and, from the server's
  * access log (queueMs), how long B's requests waited for a slot alone and under the flood (issue 42.5). It does so
  * on this tree's scheduler and on the scheduler before issue 31 (the commit BENCH_BASELINE_REF, default the parent
  * of the fair-share work, extracted with `git archive` into a temporary folder and run from there with this tree's
@@ -78,16 +78,19 @@ async function scenario(gateway: SpawnedServer, keys: { a: string; b: string; bA
   const run = async (mode: "flood" | "paced", key: string, seconds: number, arg: number, margin = 0) =>
     JSON.parse(await runNode([client, mode, url, body, String(seconds), key, ca, String(arg), String(margin)])) as Tally;
   const waitP95 = (waits: number[]) => p95({ ok: waits.length, refused: 0, other: 0, perSecond: 0, latencies: waits });
+  // A alone measures the whole capacity only while B has not sent for 10 s (the scheduler's light-account reserve
+  // holds a slot for it meanwhile): first, and after a pause.
+  const before = await run("flood", keys.a, SECONDS + 2, 40, 1000);
   let mark = gateway.stderr.length;
   const alone = await run("paced", keys.b, SECONDS, 250);
   const waitsAlone = queueWaits(gateway, mark, keys.bAccount);
-  const before = await run("flood", keys.a, SECONDS + 2, 40, 1000);
   const flood = run("flood", keys.a, SECONDS + 2, 40, 1000);
   await new Promise((r) => setTimeout(r, 1000));
   mark = gateway.stderr.length;
   const b = await run("paced", keys.b, SECONDS, 250);
   const waitsFlood = queueWaits(gateway, mark, keys.bAccount);
   const a = await flood;
+  await new Promise((r) => setTimeout(r, 11_000));
   const after = await run("flood", keys.a, SECONDS + 2, 40, 1000);
   // The capacity: A alone, just before and just after (the machine's load drifts between phases).
   const capacity = { perSecond: (before.perSecond + after.perSecond) / 2, refused: before.refused + after.refused };
