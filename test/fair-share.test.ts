@@ -392,6 +392,37 @@ test("issue 42.5: on an engine that cannot pause, a light account's next request
   }
 });
 
+test("issue 42.5: a request that can use several slots (whisper windows) leaves the reserved one free for the light account", async (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout", "Date"], now: 0 });
+  const runner = new ModelRunner(entry({ parallel: 4 }), llamaChatSupport, idleEngine, log, undefined, () => Date.now());
+  await runner.load();
+  const first = holdSlot(runner, "light");
+  await first.running;
+  first.release();
+  await first.done;
+  let leased = 0;
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const wide = runner.execute({
+    queueKey: "wide",
+    signal: new AbortController().signal,
+    prepare: () => null,
+    slots: () => 4,
+    run: async (_engine, _prepared, lease) => {
+      leased = lease.slots;
+      await gate;
+    },
+  });
+  await settled();
+  assert.equal(leased, 3, "three of the four free slots: the last is the light account's");
+  const next = holdSlot(runner, "light");
+  await next.running;
+  assert.equal(runner.stats().active, 4);
+  next.release();
+  release();
+  await Promise.all([next.done, wide]);
+});
+
 test("issue 42.5: what the reserve costs a flood: on 4 slots of 150-250 ms answers, A floods and B sends one every 250 ms; B never waits for a slot, and A keeps at least 0.9 of the capacity B leaves", async (t) => {
   t.mock.timers.enable({ apis: ["setTimeout", "Date"], now: 0 });
   const runner = new ModelRunner(entry({ parallel: 4, queueSize: 64 }), llamaChatSupport, idleEngine, log, undefined, () => Date.now());

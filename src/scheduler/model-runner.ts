@@ -5,6 +5,7 @@ import type { Engine, EngineSupport } from "../engines/engine.ts";
 import { DeadlineExceeded } from "../errors/aborts.ts";
 import { AppError } from "../errors/app-error.ts";
 import { DrainRate } from "./drain-rate.ts";
+import { KeepAlive } from "./keep-alive.ts";
 import { ServiceLog } from "./service-log.ts";
 import type { Job, Lease, LoadState, RefusalReason, RunnerObserver, RunnerStats } from "./runner-types.ts";
 import { HoldWake, InteractiveHeadroom } from "./slot-holds.ts";
@@ -30,7 +31,7 @@ export class ModelRunner {
   private readonly queue: VtcQueue<Waiter>;
   private readonly drain: DrainRate;
   private readonly service = new ServiceLog();
-  private idleTimer: NodeJS.Timeout | null = null;
+  private readonly keepAlive: KeepAlive;
   private drainWaiters: (() => void)[] = [];
   private lastLoadMs = 5000;
 
@@ -47,6 +48,10 @@ export class ModelRunner {
     this.headroom = new InteractiveHeadroom(entry.parallel, now);
     this.holdWake = new HoldWake(now, () => this.next());
     this.drain = new DrainRate(entry.parallel);
+    this.keepAlive = new KeepAlive(entry.keepAliveMs, () => {
+      this.log.info({ model: this.entry.id }, "unloading idle model");
+      void this.unload();
+    });
     this.#state = locateModelFiles(entry) ? "unloaded" : "missing";
   }
 
@@ -108,7 +113,7 @@ export class ModelRunner {
         this.lastLoadMs = Date.now() - started;
         this.observer?.loaded(this.entry.id, this.lastLoadMs / 1000, true);
         this.log.info({ model: this.entry.id, ms: this.lastLoadMs }, "model loaded");
-        this.armIdleTimer();
+        if (this.active === 0) this.keepAlive.restart();
       } catch (err) {
         this.#state = "failed";
         this.observer?.loaded(this.entry.id, (Date.now() - started) / 1000, false);
@@ -125,7 +130,7 @@ export class ModelRunner {
   async unload(): Promise<void> {
     if (this.loading) await this.loading;
     while (this.active > 0) await new Promise<void>((resolve) => this.drainWaiters.push(resolve));
-    this.clearIdleTimer();
+    this.keepAlive.stop();
     const engine = this.engine;
     this.engine = null;
     if (this.#state === "ready") this.#state = this.filesPresent() ? "unloaded" : "missing";
@@ -185,14 +190,14 @@ export class ModelRunner {
     const interactive = ticket.priority === "interactive";
     if (interactive) this.headroom.interactiveArrived();
     const want = Math.max(1, Math.min(wanted, interactive ? this.entry.parallel : this.batchSlotsFree()));
-    const held = this.lastSlotOf(engine) !== undefined && this.queue.holdsLastSlotFrom(ticket.account, this.entry.parallel);
+    const free = this.slotsFor(engine, ticket.account);
     // A slot free while others wait is held from each of them (headroom, reserve): interactive work not held takes it.
-    const mayStart = !held && (interactive || (this.queue.size === 0 && this.batchSlotsFree() > 0));
+    const mayStart = free > 0 && (interactive || (this.queue.size === 0 && this.batchSlotsFree() > 0));
     // Beyond `parallel` (a place the engine can pause for), a grant is one slot.
     const beyond = interactive && this.pausedPlaceFree(engine) && this.queue.preempts(ticket.account, ticket.weight, this.entry.parallel);
-    if ((this.active < this.entry.parallel && mayStart) || beyond) {
+    if (mayStart || beyond) {
       this.queue.started(ticket.account, ticket.weight, ticket.priority);
-      return Promise.resolve(this.grant(engine, want, ticket));
+      return Promise.resolve(this.grant(engine, Math.min(want, free), ticket));
     }
     if (interactive) {
       const estimate = this.estimatedWaitMs(ticket);
@@ -266,13 +271,19 @@ export class ModelRunner {
     return this.active < this.entry.parallel + (engine.pausableSlots ?? 0) && this.active >= this.entry.parallel;
   }
 
+  /** Whether the light-account reserve applies: the engine starts nothing beyond `parallel` (no paused places). */
+  private reserves(engine: Engine): boolean {
+    return this.entry.parallel > 1 && !(engine.pausableSlots ?? 0);
+  }
+
   /**
-   * `parallel` when the one free slot is the last and the light-account reserve applies to the engine: one that starts
-   * nothing beyond `parallel` (one that can starts a light account's request on a paused place instead).
+   * The free slots an account may take: all but the last while the light-account reserve holds it from the
+   * account, and while a light account is about a grant of several never takes it.
    */
-  private lastSlotOf(engine: Engine): number | undefined {
-    const applies = this.entry.parallel > 1 && !(engine.pausableSlots ?? 0) && this.entry.parallel - this.active === 1;
-    return applies ? this.entry.parallel : undefined;
+  private slotsFor(engine: Engine, account: string): number {
+    const free = this.entry.parallel - this.active;
+    if (free === 0 || !this.reserves(engine) || this.queue.reserveLapsesAt() === null) return free;
+    return free > 1 || this.queue.holdsLastSlotFrom(account, this.entry.parallel) ? free - 1 : free;
   }
 
   /** Slots batch work may take: the free ones, less the interactive headroom. */
@@ -285,7 +296,7 @@ export class ModelRunner {
     this.active += slots;
     const interactive = ticket.priority === "interactive";
     if (interactive) this.interactiveRunning++;
-    this.clearIdleTimer();
+    this.keepAlive.stop();
     return openLease(engine, slots, {
       overShare: () => (!interactive && this.interactiveRunning > 0) || this.queue.overShare(ticket.account, this.entry.parallel),
       favoured: () => this.queue.favoured(ticket.account, this.entry.parallel),
@@ -306,7 +317,8 @@ export class ModelRunner {
 
   private next(): void {
     while (this.active < this.entry.parallel && this.queue.size > 0) {
-      const entry = this.queue.shift(this.batchSlotsFree() > 0, this.engine ? this.lastSlotOf(this.engine) : undefined);
+      const last = this.entry.parallel - this.active === 1 && this.engine && this.reserves(this.engine);
+      const entry = this.queue.shift(this.batchSlotsFree() > 0, last ? this.entry.parallel : undefined);
       if (!entry) {
         // The free slot is held (interactive headroom, light-account reserve) from every waiter, for now.
         this.holdWake.atEarliest([this.headroom.endsAt(), this.queue.batchDueAt(), this.queue.reserveLapsesAt()]);
@@ -314,7 +326,8 @@ export class ModelRunner {
       }
       const waiter = entry.item;
       if (this.#state === "ready" && this.engine) {
-        waiter.resolve(this.grant(this.engine, waiter.wanted, { account: entry.account, weight: waiter.weight, priority: entry.priority }));
+        const wanted = Math.min(waiter.wanted, this.slotsFor(this.engine, entry.account));
+        waiter.resolve(this.grant(this.engine, wanted, { account: entry.account, weight: waiter.weight, priority: entry.priority }));
       } else {
         this.queue.finished(entry.account);
         waiter.reject(this.loadingError());
@@ -327,22 +340,8 @@ export class ModelRunner {
     }
     if (this.active === 0) {
       for (const resolve of this.drainWaiters.splice(0)) resolve();
-      this.armIdleTimer();
+      if (this.#state === "ready") this.keepAlive.restart();
+      else this.keepAlive.stop();
     }
-  }
-
-  private armIdleTimer(): void {
-    this.clearIdleTimer();
-    if (this.entry.keepAliveMs === null || this.#state !== "ready" || this.active > 0) return;
-    this.idleTimer = setTimeout(() => {
-      this.log.info({ model: this.entry.id }, "unloading idle model");
-      void this.unload();
-    }, this.entry.keepAliveMs);
-    this.idleTimer.unref();
-  }
-
-  private clearIdleTimer(): void {
-    if (this.idleTimer) clearTimeout(this.idleTimer);
-    this.idleTimer = null;
   }
 }
