@@ -14,8 +14,9 @@ import { runNode } from "./processes.ts";
  * - `pool`: an upstream pool (parallel 4) whose upstream (harness/paced-upstream.mjs, its own process) streams a
  *   completion over 200 ms ± 25%;
  * - `tiny`: stories260K in-process (parallel 4), 48 tokens per answer.
- * Each run measures, per model: B alone; A alone (the model's capacity, completions per second); both; and A alone
- * again (the capacity is the mean of the two A-alone phases, which bracket the shared one). It does so
+ * Each run measures, per model: A alone (the model's capacity, completions per second); B alone; both; and, 11 s
+ * after B's last request, A alone again (the capacity is the mean of the two A-alone phases); and, from the server's
+ * access log (queueMs), how long B's requests waited for a slot alone and under the flood (issue 42.5). It does so
  * on this tree's scheduler and on the scheduler before issue 31 (the commit BENCH_BASELINE_REF, default the parent
  * of the fair-share work, extracted with `git archive` into a temporary folder and run from there with this tree's
  * node_modules), alternating which goes first. Medians of RUNS, min–max over the runs.
@@ -42,6 +43,9 @@ interface Sample {
   p95Flood: number;
   /** A's completions per second while B sends ÷ (capacity − B's completions per second). */
   aShare: number;
+  /** B's waits for a slot (the access log's queueMs; none from a scheduler that does not log it), p95, ms. */
+  bWaitAlone: number;
+  bWaitFlood: number;
   detail?: Record<string, unknown>;
 }
 
@@ -58,16 +62,35 @@ function baselineTree(ref: string): string {
   return dir;
 }
 
-async function scenario(gateway: SpawnedServer, keys: { a: string; b: string }, ca: string, model: string, body: string): Promise<Sample> {
+/** The queueMs of one account's access-log lines that the server wrote since `from` (an index into its stderr). */
+function queueWaits(gateway: SpawnedServer, from: number, account: string): number[] {
+  const waits: number[] = [];
+  for (const line of gateway.stderr.slice(from).join("").split("\n")) {
+    if (!line.includes(account) || !line.includes('"queueMs"')) continue;
+    const record = JSON.parse(line) as { msg?: string; account?: string; queueMs?: number };
+    if (record.msg === "request" && record.account === account && record.queueMs !== undefined) waits.push(record.queueMs);
+  }
+  return waits;
+}
+
+async function scenario(gateway: SpawnedServer, keys: { a: string; b: string; bAccount: string }, ca: string, model: string, body: string): Promise<Sample> {
   const url = `${gateway.origin}/v1/chat/completions`;
   const run = async (mode: "flood" | "paced", key: string, seconds: number, arg: number, margin = 0) =>
     JSON.parse(await runNode([client, mode, url, body, String(seconds), key, ca, String(arg), String(margin)])) as Tally;
-  const alone = await run("paced", keys.b, SECONDS, 250);
+  const waitP95 = (waits: number[]) => p95({ ok: waits.length, refused: 0, other: 0, perSecond: 0, latencies: waits });
+  // A alone measures the whole capacity only while B has not sent for 10 s (the scheduler's light-account reserve
+  // holds a slot for it meanwhile): first, and after a pause.
   const before = await run("flood", keys.a, SECONDS + 2, 40, 1000);
+  let mark = gateway.stderr.length;
+  const alone = await run("paced", keys.b, SECONDS, 250);
+  const waitsAlone = queueWaits(gateway, mark, keys.bAccount);
   const flood = run("flood", keys.a, SECONDS + 2, 40, 1000);
   await new Promise((r) => setTimeout(r, 1000));
+  mark = gateway.stderr.length;
   const b = await run("paced", keys.b, SECONDS, 250);
+  const waitsFlood = queueWaits(gateway, mark, keys.bAccount);
   const a = await flood;
+  await new Promise((r) => setTimeout(r, 11_000));
   const after = await run("flood", keys.a, SECONDS + 2, 40, 1000);
   // The capacity: A alone, just before and just after (the machine's load drifts between phases).
   const capacity = { perSecond: (before.perSecond + after.perSecond) / 2, refused: before.refused + after.refused };
@@ -79,6 +102,8 @@ async function scenario(gateway: SpawnedServer, keys: { a: string; b: string }, 
     p95Flood: p95(b),
     p95Ratio: p95(b) / p95(alone),
     aShare: a.perSecond / left,
+    bWaitAlone: waitP95(waitsAlone),
+    bWaitFlood: waitP95(waitsFlood),
     detail: { capacity: capacity.perSecond, capacityRefused: capacity.refused, a: a.perSecond, aRefused: a.refused, b: b.perSecond, bLatencies: b.latencies.map(Math.round).sort((x, y) => x - y) },
   };
 }
@@ -113,7 +138,8 @@ export default async function tenantsBench(): Promise<BenchRow[]> {
         try {
           const ca = path.join(dir, "tls/cert.pem");
           const cfg = testConfig(config, path.join(dir, "config.yaml"));
-          const keys = { a: (await createKey(cfg)).key, b: (await createKey(cfg)).key };
+          const b = await createKey(cfg);
+          const keys = { a: (await createKey(cfg)).key, b: b.key, bAccount: b.accountId };
           for (const model of (["pool", "tiny"] as const).filter((m) => !process.env.BENCH_TENANT_MODEL || m === process.env.BENCH_TENANT_MODEL)) {
             const sample = await scenario(gateway, keys, ca, model, bodies[model]);
             process.stderr.write(`    ${which} ${model}: ${JSON.stringify(sample)}\n`);
@@ -141,6 +167,14 @@ export default async function tenantsBench(): Promise<BenchRow[]> {
       ratioRow({ item: `${label}: B's 503s while A floods, of ${sent(fair)} sent over ${RUNS} runs (raw = old scheduler, of ${sent(old)})`, service: refused(fair), raw: refused(old), ratios: [refused(fair)], unit: "requests", target: "0" }),
       ratioRow({ item: `${label}: B's p95 while A floods ÷ B's p95 alone, refused = ∞ (raw = old scheduler)`, service: fair.map((s) => s.p95Ratio), raw: old.map((s) => s.p95Ratio), ratios: fair.map((s) => s.p95Ratio), unit: "×", target: "≤ 1.5" }),
       ratioRow({ item: `${label}: B's p95 while A floods (service) and alone (raw), ms`, service: fair.map((s) => s.p95Flood), raw: fair.map((s) => s.p95Alone), ratios: fair.map((s) => s.p95Ratio), unit: "ms", target: "report" }),
+      ratioRow({
+        item: `${label}: B's p95 wait for a slot (the access log's queueMs) while A floods (service) and alone (raw); ratio column: the flood's, ms`,
+        service: fair.map((s) => s.bWaitFlood),
+        raw: fair.map((s) => s.bWaitAlone),
+        ratios: fair.map((s) => s.bWaitFlood),
+        unit: "ms",
+        target: "report",
+      }),
       ratioRow({ item: `${label}: A's completions ÷ the capacity B leaves (raw = old scheduler)`, service: fair.map((s) => s.aShare), raw: old.map((s) => s.aShare), ratios: fair.map((s) => s.aShare), unit: "share", target: "≥ 0.9" }),
     );
   }

@@ -174,9 +174,9 @@ test("push-out: a full queue refuses the newest waiter of the heaviest account, 
   await Promise.all(rest.map((h) => h.done));
 });
 
-test("priorities: batch work yields to interactive work, and the age bound lets a starving batch request in", async () => {
+test("priorities: batch work yields to interactive work", async () => {
   const { observer, byPriority } = observe();
-  const runner = new ModelRunner(entry({ parallel: 1, batchMaxWaitMs: 300 }), llamaChatSupport, idleEngine, log, observer);
+  const runner = new ModelRunner(entry({ parallel: 1 }), llamaChatSupport, idleEngine, log, observer);
   await runner.load();
   const order: string[] = [];
   let release!: () => void;
@@ -205,33 +205,70 @@ test("priorities: batch work yields to interactive work, and the age bound lets 
   assert.deepEqual(order, ["first", "interactive", "batch"]);
   assert.equal(byPriority.get("batch"), 10);
   assert.equal(byPriority.get("interactive"), 20);
+});
 
-  // Age bound: interactive work keeps the model saturated, yet a batch request older than batchMaxWait goes next.
-  order.length = 0;
-  let stop = false;
-  const interactiveLoad = Array.from({ length: 2 }, async (_, i) => {
-    while (!stop) {
-      await runner.execute({
-        queueKey: `i${i}`,
-        account: `i${i}`,
-        signal: new AbortController().signal,
-        prepare: () => null,
-        run: async () => {
-          order.push("interactive");
-          await new Promise((r) => setTimeout(r, 20));
-        },
-      });
-    }
-  });
-  await until(() => runner.stats().queueDepth === 1, "interactive load saturates the model");
-  const started = performance.now();
-  await job("starving", "b", "batch");
-  const waited = performance.now() - started;
-  stop = true;
-  await Promise.all(interactiveLoad);
-  assert.ok(waited >= 290, `the batch request waited ${waited.toFixed(0)} ms: it should wait for the age bound`);
-  assert.ok(waited < 2000, `the batch request waited ${waited.toFixed(0)} ms: the age bound should let it in`);
-  assert.ok(order.indexOf("starving") >= 5, `interactive work ran first meanwhile: ${order.join(",")}`);
+/** Lets every promise settled by now run its callbacks (setImmediate is not among the mocked timers). */
+const settled = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+test("issue 42.3: an overdue batch request takes the next free slot, headroom or not, at parallel 1, 2 and 4", async (t) => {
+  // The scheduler's clock is Date.now, and both it and setTimeout are mocked: ages pass only when the test says so.
+  t.mock.timers.enable({ apis: ["setTimeout", "Date"], now: 0 });
+  for (const parallel of [1, 2, 4]) {
+    const runner = new ModelRunner(entry({ parallel, batchMaxWaitMs: 1000 }), llamaChatSupport, idleEngine, log, undefined, () => Date.now());
+    await runner.load();
+    const started = (h: ReturnType<typeof holdSlot>) => {
+      let yes = false;
+      void h.running.then(() => (yes = true));
+      return () => yes;
+    };
+    // An interactive flood: every slot taken, and more of it waiting than there are slots.
+    const running = Array.from({ length: parallel }, () => holdSlot(runner, "flood"));
+    await Promise.all(running.map((h) => h.running));
+    const flood = Array.from({ length: parallel + 2 }, () => holdSlot(runner, "flood"));
+    const batch = holdSlot(runner, "batch", { priority: "batch" });
+    const batchStarted = started(batch);
+    const endOne = async () => {
+      const ending = running.shift()!;
+      ending.release();
+      await ending.done;
+      await settled();
+    };
+    // Not yet overdue: a freed slot goes to the flood.
+    await endOne();
+    running.push(flood.shift()!);
+    await running.at(-1)!.running;
+    assert.equal(batchStarted(), false, `parallel ${parallel}: the batch request waits while it is young`);
+    // Overdue: the next freed slot is the batch request's, before the interactive waiters and whatever the headroom.
+    t.mock.timers.tick(1000);
+    await settled();
+    assert.equal(batchStarted(), false, `parallel ${parallel}: no slot freed yet`);
+    await endOne();
+    assert.equal(batchStarted(), true, `parallel ${parallel}: the overdue batch request took the freed slot`);
+    assert.equal(runner.stats().queueDepth, parallel + 1, `parallel ${parallel}: the flood still waits`);
+    for (const h of [...running, ...flood, batch]) h.release();
+    await Promise.all([...running, ...flood, batch].map((h) => h.done));
+
+    if (parallel === 1) continue;
+    // A slot free but held back as headroom (interactive work arrived just now): the batch request waiting for it
+    // takes it when it falls due, without waiting for the 10 s window to close.
+    const interactive = holdSlot(runner, "light");
+    await interactive.running;
+    const lines = Array.from({ length: parallel - 1 }, () => holdSlot(runner, "batch", { priority: "batch" }));
+    await Promise.all(lines.slice(0, -1).map((h) => h.running));
+    const last = lines.at(-1)!;
+    const lastStarted = started(last);
+    await settled();
+    assert.equal(lastStarted(), false, `parallel ${parallel}: the headroom slot stays free for interactive work`);
+    assert.equal(runner.stats().active, parallel - 1);
+    t.mock.timers.tick(999);
+    await settled();
+    assert.equal(lastStarted(), false, `parallel ${parallel}: not yet due`);
+    t.mock.timers.tick(1);
+    await settled();
+    assert.equal(lastStarted(), true, `parallel ${parallel}: the overdue batch request took the headroom slot`);
+    for (const h of [interactive, ...lines]) h.release();
+    await Promise.all([interactive, ...lines].map((h) => h.done));
+  }
 });
 
 test("headroom: batch work alone takes every slot; once interactive work arrives, batch starts only while it leaves a slot free, so the next interactive request starts at once", async () => {
@@ -307,6 +344,132 @@ test("deadlines: no slot within maxQueueWait is 503 overloaded (deadline); an es
   held.release();
   await held.done;
   await Promise.all(arrivals.map((a) => a.done.catch(() => {})));
+});
+
+test("issue 42.5: on an engine that cannot pause, a light account's next request finds a slot: the last free one is held from a flood while the light account, seen within 10 s, runs nothing; a flood alone takes every slot", async (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout", "Date"], now: 0 });
+  for (const engine of ["cannot pause", "pauses"] as const) {
+    const create = engine === "pauses" ? async (): Promise<Engine> => ({ ...(await idleEngine()), pausableSlots: 1 }) : idleEngine;
+    const runner = new ModelRunner(entry({ parallel: 4 }), llamaChatSupport, create, log, undefined, () => Date.now());
+    await runner.load();
+    const depth = () => [runner.stats().active, runner.stats().queueDepth];
+    // The flood alone: every slot, and two waiting.
+    const flood = Array.from({ length: 6 }, () => holdSlot(runner, "flood"));
+    await Promise.all(flood.slice(0, 4).map((h) => h.running));
+    assert.deepEqual(depth(), [4, 2], `${engine}: the flood alone takes every slot`);
+    // The light account's first request waits for a slot like any (its account has received the least: it goes first).
+    const first = holdSlot(runner, "light");
+    flood.shift()!.release();
+    await first.running;
+    first.release();
+    await first.done;
+    await settled();
+    if (engine === "pauses") {
+      assert.deepEqual(depth(), [4, 1], "pauses: the flood takes the slot back (a light account starts beyond parallel instead)");
+    } else {
+      assert.deepEqual(depth(), [3, 2], "cannot pause: the last free slot is held from the flood");
+      const second = holdSlot(runner, "light");
+      await second.running;
+      assert.deepEqual(depth(), [4, 2], "the light account's next request started at once, before the flood's waiter");
+      // While the light account runs, nothing is held: a slot the flood frees goes to the flood's waiter.
+      flood.shift()!.release();
+      await settled();
+      assert.deepEqual(depth(), [4, 1], "the flood's waiter took the slot its own request freed");
+      second.release();
+      await second.done;
+      await settled();
+      assert.deepEqual(depth(), [3, 1], "held again once the light account's request ended");
+      t.mock.timers.tick(9_999);
+      await settled();
+      assert.deepEqual(depth(), [3, 1], "held while the light account was seen within 10 s");
+      t.mock.timers.tick(1);
+      await settled();
+      assert.deepEqual(depth(), [4, 0], "the reserve lapsed: the flood's waiter took the slot");
+    }
+    for (const h of flood) h.release();
+    await Promise.all(flood.map((h) => h.done));
+    assert.equal(runner.stats().active, 0);
+  }
+});
+
+test("issue 42.5: a request that can use several slots (whisper windows) leaves the reserved one free for the light account", async (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout", "Date"], now: 0 });
+  const runner = new ModelRunner(entry({ parallel: 4 }), llamaChatSupport, idleEngine, log, undefined, () => Date.now());
+  await runner.load();
+  const first = holdSlot(runner, "light");
+  await first.running;
+  first.release();
+  await first.done;
+  let leased = 0;
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const wide = runner.execute({
+    queueKey: "wide",
+    signal: new AbortController().signal,
+    prepare: () => null,
+    slots: () => 4,
+    run: async (_engine, _prepared, lease) => {
+      leased = lease.slots;
+      await gate;
+    },
+  });
+  await settled();
+  assert.equal(leased, 3, "three of the four free slots: the last is the light account's");
+  const next = holdSlot(runner, "light");
+  await next.running;
+  assert.equal(runner.stats().active, 4);
+  next.release();
+  release();
+  await Promise.all([next.done, wide]);
+});
+
+test("issue 42.5: what the reserve costs a flood: on 4 slots of 150-250 ms answers, A floods and B sends one every 250 ms; B never waits for a slot, and A keeps at least 0.9 of the capacity B leaves", async (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout", "Date"], now: 0 });
+  const runner = new ModelRunner(entry({ parallel: 4, queueSize: 64 }), llamaChatSupport, idleEngine, log, undefined, () => Date.now());
+  await runner.load();
+  const random = rng(42);
+  let stop = false;
+  const done = { a: 0, b: 0 };
+  const bWaits: number[] = [];
+  const request = (account: "a" | "b") => {
+    const asked = Date.now();
+    return runner.execute({
+      queueKey: account,
+      signal: new AbortController().signal,
+      prepare: () => null,
+      run: async () => {
+        if (account === "b") bWaits.push(Date.now() - asked);
+        await new Promise((r) => setTimeout(r, 150 + 100 * random()));
+        done[account]++;
+      },
+    });
+  };
+  // A: 16 connections, each sending its next request as soon as the last one ended.
+  const flood = Array.from({ length: 16 }, async () => {
+    while (!stop) await request("a");
+  });
+  const seconds = 30;
+  const light: Promise<void>[] = [];
+  for (let ms = 0; ms < seconds * 1000; ms++) {
+    if (ms % 250 === 125) {
+      light.push(request("b"));
+      await settled();
+    }
+    t.mock.timers.tick(1);
+    await settled();
+  }
+  stop = true;
+  const counted = { ...done };
+  while (runner.stats().active > 0 || runner.stats().queueDepth > 0) {
+    t.mock.timers.tick(10);
+    await settled();
+  }
+  await Promise.all([...flood, ...light]);
+  // Alone, A would finish 4 slots ÷ 200 ms = 20 a second; B's own answers take 4 × 200 ms of it a second.
+  const share = counted.a / seconds / (20 - counted.b / seconds);
+  // B's first request comes from an account not seen yet: it waits like any.
+  assert.equal(Math.max(...bWaits.slice(1)), 0, `B's waits for a slot: ${bWaits.join(",")}`);
+  assert.ok(share >= 0.9, `A's completions ÷ the capacity B leaves: ${share.toFixed(3)} (${JSON.stringify(counted)})`);
 });
 
 test("pausing engines: an account under its share starts at once beyond parallel while another runs over its own; each lease says whether it stands over its share", async () => {

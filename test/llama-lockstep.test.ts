@@ -26,13 +26,22 @@ function standIn(log: string[], name: string): LlamaContextSequence {
   return sequence as unknown as LlamaContextSequence;
 }
 
+/** A lockstep gate with one stand-in sequence attached per name (ids in order), and the log they share. */
+function gated(...names: string[]): { log: string[]; gate: Lockstep; sequences: LlamaContextSequence[] } {
+  const log: string[] = [];
+  const gate = new Lockstep();
+  const sequences = names.map((name, id) => {
+    const sequence = standIn(log, name);
+    gate.attach(sequence, id);
+    return sequence;
+  });
+  return { log, gate, sequences };
+}
+
 const tick = () => new Promise((r) => setImmediate(r));
 
 test("a single generation never waits for the gate", async () => {
-  const log: string[] = [];
-  const gate = new Lockstep();
-  const sequence = standIn(log, "a");
-  gate.attach(sequence, 0);
+  const { log, gate, sequences: [sequence] } = gated("a");
   const it = sequence.evaluateWithMetadata([], {});
   const pending = it.next();
   await Promise.resolve();
@@ -43,10 +52,7 @@ test("a single generation never waits for the gate", async () => {
 });
 
 test("the next tokens of all open generations are requested together, after the last one asked", async () => {
-  const log: string[] = [];
-  const gate = new Lockstep();
-  const sequences = ["a", "b", "c", "d"].map((name) => standIn(log, name));
-  sequences.forEach((s, id) => gate.attach(s, id));
+  const { log, gate, sequences } = gated("a", "b", "c", "d");
   const iterators = sequences.map((s) => s.evaluateWithMetadata([], {}));
   // Each consumer asks for its next token as soon as it has the previous one, at different moments.
   await Promise.all(
@@ -66,11 +72,7 @@ test("the next tokens of all open generations are requested together, after the 
 });
 
 test("a generation that stops asking holds the others back one event-loop turn at most", async () => {
-  const log: string[] = [];
-  const gate = new Lockstep();
-  const [a, b] = [standIn(log, "a"), standIn(log, "b")];
-  gate.attach(a, 0);
-  gate.attach(b, 1);
+  const { log, gate, sequences: [a, b] } = gated("a", "b");
   const itA = a.evaluateWithMetadata([], {});
   const itB = b.evaluateWithMetadata([], {});
   await Promise.all([itA.next(), itB.next()]);
@@ -88,11 +90,7 @@ test("a generation that stops asking holds the others back one event-loop turn a
 });
 
 test("a generation closed while its request waits ends that request and frees its place", async () => {
-  const log: string[] = [];
-  const gate = new Lockstep();
-  const [a, b] = [standIn(log, "a"), standIn(log, "b")];
-  gate.attach(a, 0);
-  gate.attach(b, 1);
+  const { log, gate, sequences: [a, b] } = gated("a", "b");
   const itA = a.evaluateWithMetadata([], {});
   const firstA = itA.next(); // alone: in flight at once
   await tick(); // past the turn in which later requests would join a's step
@@ -108,11 +106,7 @@ test("a generation closed while its request waits ends that request and frees it
 });
 
 test("fair share: while a generation within its share is open, those over their share are held; they go on when it ends, or after a short bound while it asks nothing", async () => {
-  const log: string[] = [];
-  const gate = new Lockstep();
-  const [a, b] = [standIn(log, "a"), standIn(log, "b")];
-  gate.attach(a, 0);
-  gate.attach(b, 1);
+  const { log, gate, sequences: [a, b] } = gated("a", "b");
   gate.assign(0, { overShare: true, favoured: false });
   gate.assign(1, { overShare: false, favoured: true });
   const itA = a.evaluateWithMetadata([], {});

@@ -199,6 +199,23 @@ test("one access-log line per request: ids, route, status, code, key id and pref
   }
 });
 
+test("issue 42.5: a refused request (503 overloaded) writes one log line, its access line; an admitted one's line says how long it waited for a slot", async () => {
+  lines.length = 0;
+  // One slot and no queue: of two at once, one runs and the other is refused (as in the metrics test above).
+  const both = await Promise.all([chat("single", { max_tokens: 64 }), chat("single", { max_tokens: 64 })]);
+  await Promise.all(both.map((r) => r.text()));
+  assert.deepEqual(both.map((r) => r.status).sort(), [200, 503]);
+  const ids = both.map((r) => r.headers.get("x-request-id"));
+  await until(() => ids.every((id) => lines.some((l) => l.reqId === id && l.msg === "request")), "both access-log lines", 5000);
+  const [admitted, refused] = (both[0].status === 200 ? ids : ids.reverse()).map((id) => lines.filter((l) => l.reqId === id));
+  assert.deepEqual(refused.map((l) => [l.msg, l.status, l.code]), [["request", 503, "overloaded"]], "the refusal's only line");
+  assert.equal(refused[0].queueMs, undefined, "a refused request never waited in the queue");
+  assert.equal(admitted.length, 1);
+  const line = admitted[0];
+  assert.equal(typeof line.queueMs, "number");
+  assert.ok((line.queueMs as number) >= 0 && (line.queueMs as number) <= (line.ms as number), JSON.stringify(line));
+});
+
 test("every metric the Grafana dashboard and the alert rules query is exported by a running server", async () => {
   const { families } = await scrape();
   const exported = new Set([...families.keys()]);

@@ -61,7 +61,7 @@ test("model runner: an aborted waiter leaves the queue at once", async () => {
   const running = holdSlot(runner, "a");
   await running.running;
   const controller = new AbortController();
-  const waiting = holdSlot(runner, "b", controller.signal);
+  const waiting = holdSlot(runner, "b", { signal: controller.signal });
   await until(() => runner.stats().queueDepth === 1, "the request queued");
   controller.abort(new Error("gone"));
   await assert.rejects(waiting.done, /gone/);

@@ -9,6 +9,11 @@ export interface AppErrorOptions {
   retryAfterMs?: number;
   headers?: Record<string, string>;
   cause?: unknown;
+  /**
+   * A refusal made as a matter of course (the scheduler's capacity refusals, by the thousand under a flood): its
+   * access-log line and its metrics record it, so the error handler adds no warn line of its own.
+   */
+  routine?: boolean;
 }
 
 const defaultMessages: Record<ErrorCode, string> = {
@@ -34,6 +39,7 @@ export class AppError extends Error {
   readonly type: string;
   readonly retryAfterMs?: number;
   readonly headers: Record<string, string>;
+  readonly routine: boolean;
 
   constructor(code: ErrorCode, options: AppErrorOptions = {}) {
     super(options.message ?? defaultMessages[code], options.cause === undefined ? undefined : { cause: options.cause });
@@ -44,6 +50,7 @@ export class AppError extends Error {
     this.type = errorCatalog[code].type;
     this.retryAfterMs = options.retryAfterMs;
     this.headers = options.headers ?? {};
+    this.routine = options.routine ?? false;
   }
 }
 

@@ -110,6 +110,7 @@ async function attempt<E extends EnginePort, P, R>(
   const traceContext = currentContext();
   // The wait for a slot: from the end of prepare to the start of the work (or to the refusal, when admission fails).
   let waiting: Span | null = null;
+  let queuedAt = 0;
   const endWait = () => {
     waiting?.end();
     waiting = null;
@@ -141,11 +142,13 @@ async function attempt<E extends EnginePort, P, R>(
           reserved = spec.reservation ? spec.reservation(prepared) : defaultReservation(prepared, spec.input, runner.entry.contextSize);
           reservation = await ctx.tokens.reserve(request.auth, model, reserved, request.setHeaders);
           waiting = startSpan("queue wait", {}, traceContext);
+          queuedAt = performance.now();
           return prepared;
         });
       },
       run(engine, prepared, lease) {
         endWait();
+        if (request.outcome) request.outcome.queueMs = performance.now() - queuedAt;
         held = lease;
         return inSpan("generation", {}, () => spec.run(portOf(engine, spec.port), prepared, signal, lease));
       },

@@ -10,6 +10,8 @@ export interface RequestOutcome {
   completionTokens: number | null;
   /** Milliseconds from the request to the first generated token (chat). */
   ttftMs: number | null;
+  /** Milliseconds an inference request waited for a slot, from the end of its prepare step to the start of its work. */
+  queueMs: number | null;
   /** The §7 code of an error answer (or of a stream's error event). */
   errorCode: string | null;
   /** Set once the request's line and metrics are written (a response that ends and aborts is counted once). */
@@ -31,6 +33,7 @@ export function freshOutcome(writtenBefore: number): RequestOutcome {
     promptTokens: null,
     completionTokens: null,
     ttftMs: null,
+    queueMs: null,
     errorCode: null,
     recorded: false,
     started: performance.now(),

@@ -13,7 +13,7 @@ export const errorHandlerPlugin = fp(
       if (request.outcome && !disconnected) request.outcome.errorCode = appError.code;
       if (disconnected) request.log.debug("client disconnected before the response");
       else if (unexpected) request.log.error({ err }, "unexpected error");
-      else if (appError.status >= 500) request.log.warn({ code: appError.code, msg: appError.message }, "request failed");
+      else if (appError.status >= 500 && !appError.routine) request.log.warn({ code: appError.code, msg: appError.message }, "request failed");
       if (reply.sent || reply.raw.headersSent) return;
       reply.code(appError.status).headers(appError.headers);
       if (appError.retryAfterMs !== undefined) reply.headers(retryHeaders(appError.retryAfterMs));

@@ -103,6 +103,7 @@ export const observabilityPlugin = fp(
           completionTokens: tokens ? outcome.completionTokens : undefined,
           cache: outcome.cache ?? undefined,
           ttftMs: outcome.ttftMs !== null ? Math.round(outcome.ttftMs * 10) / 10 : undefined,
+          queueMs: outcome.queueMs !== null ? Math.round(outcome.queueMs * 10) / 10 : undefined,
           ms: Math.round(ms * 10) / 10,
           bytesIn: Number(request.headers["content-length"] ?? 0) || 0,
           // What the connection carried for this response, headers included (streams have no content-length).

@@ -5,29 +5,13 @@ import type { Engine, EngineSupport } from "../engines/engine.ts";
 import { DeadlineExceeded } from "../errors/aborts.ts";
 import { AppError } from "../errors/app-error.ts";
 import { DrainRate } from "./drain-rate.ts";
+import { KeepAlive } from "./keep-alive.ts";
 import { ServiceLog } from "./service-log.ts";
-import type { Job, Lease, LoadState, RefusalReason, RunnerObserver, RunnerStats, TenantStats } from "./runner-types.ts";
-import { VtcQueue, type Priority, type QueueEntry } from "./vtc-queue.ts";
-
-interface Waiter {
-  wanted: number;
-  weight: number;
-  resolve(lease: Lease): void;
-  reject(err: unknown): void;
-}
-
-interface Ticket {
-  account: string;
-  weight: number;
-  priority: Priority;
-}
-
-/**
- * While interactive requests have arrived at a model within this long, batch work starts only while it leaves one
- * slot free (with `parallel > 1`), so an interactive request finds a slot instead of waiting for a batch line to end
- * (nothing is preempted). Alone, batch work takes every slot.
- */
-const interactiveHeadroomMs = 10_000;
+import type { Job, Lease, LoadState, RefusalReason, RunnerObserver, RunnerStats } from "./runner-types.ts";
+import { HoldWake, InteractiveHeadroom } from "./slot-holds.ts";
+import { openLease, type Ticket } from "./slot-lease.ts";
+import { waitInQueue, type Waiter } from "./slot-waiter.ts";
+import { VtcQueue } from "./vtc-queue.ts";
 
 /**
  * Per-model scheduling: load state, `parallel` slots, a bounded fair wait queue, a bounded prepare stage for
@@ -41,14 +25,13 @@ export class ModelRunner {
   private active = 0;
   /** Interactive leases held (batch leases stand over their share while there are any). */
   private interactiveRunning = 0;
-  /** When the last interactive request arrived (performance.now()), for the batch headroom. */
-  private interactiveSeenAt = -Infinity;
-  private headroomTimer: NodeJS.Timeout | null = null;
+  private readonly headroom: InteractiveHeadroom;
+  private readonly holdWake: HoldWake;
   private preparing = 0;
   private readonly queue: VtcQueue<Waiter>;
   private readonly drain: DrainRate;
   private readonly service = new ServiceLog();
-  private idleTimer: NodeJS.Timeout | null = null;
+  private readonly keepAlive: KeepAlive;
   private drainWaiters: (() => void)[] = [];
   private lastLoadMs = 5000;
 
@@ -58,9 +41,17 @@ export class ModelRunner {
     private readonly createEngine: (entry: ModelEntry) => Promise<Engine>,
     private readonly log: FastifyBaseLogger,
     private readonly observer?: RunnerObserver,
+    /** The scheduler's clock (milliseconds): the queue's ages and the headroom window. */
+    private readonly now: () => number = () => performance.now(),
   ) {
-    this.queue = new VtcQueue(entry.queueSize, entry.batchMaxWaitMs);
+    this.queue = new VtcQueue(entry.queueSize, entry.batchMaxWaitMs, now);
+    this.headroom = new InteractiveHeadroom(entry.parallel, now);
+    this.holdWake = new HoldWake(now, () => this.next());
     this.drain = new DrainRate(entry.parallel);
+    this.keepAlive = new KeepAlive(entry.keepAliveMs, () => {
+      this.log.info({ model: this.entry.id }, "unloading idle model");
+      void this.unload();
+    });
     this.#state = locateModelFiles(entry) ? "unloaded" : "missing";
   }
 
@@ -93,21 +84,8 @@ export class ModelRunner {
       error: this.lastError,
       ...(this.engine?.upstreamStats ? { upstreams: this.engine.upstreamStats() } : {}),
       ...(this.engine?.promptCacheStats ? { promptCache: this.engine.promptCacheStats() } : {}),
-      tenants: this.tenantStats(),
+      tenants: this.service.tenants(this.queue.view()),
     };
-  }
-
-  /** The queue by account, with each account's tokens over the last minute (accounts served then but idle now too). */
-  private tenantStats(): TenantStats[] {
-    const byAccount = this.service.byAccount();
-    const total = [...byAccount.values()].reduce((a, b) => a + b, 0);
-    const views = new Map(this.queue.view().map((v) => [v.account, v]));
-    for (const account of byAccount.keys()) {
-      if (!views.has(account)) views.set(account, { account, weight: 1, waiting: { interactive: 0, batch: 0 }, running: 0, lead: 0 });
-    }
-    return [...views.values()]
-      .map((v) => ({ ...v, tokensLastMinute: byAccount.get(v.account) ?? 0, shareLastMinute: total > 0 ? (byAccount.get(v.account) ?? 0) / total : 0 }))
-      .sort((a, b) => b.tokensLastMinute - a.tokensLastMinute || a.account.localeCompare(b.account));
   }
 
   /** Upstream latencies since the last call (engines that forward), for the metrics. */
@@ -135,7 +113,7 @@ export class ModelRunner {
         this.lastLoadMs = Date.now() - started;
         this.observer?.loaded(this.entry.id, this.lastLoadMs / 1000, true);
         this.log.info({ model: this.entry.id, ms: this.lastLoadMs }, "model loaded");
-        this.armIdleTimer();
+        if (this.active === 0) this.keepAlive.restart();
       } catch (err) {
         this.#state = "failed";
         this.observer?.loaded(this.entry.id, (Date.now() - started) / 1000, false);
@@ -152,7 +130,7 @@ export class ModelRunner {
   async unload(): Promise<void> {
     if (this.loading) await this.loading;
     while (this.active > 0) await new Promise<void>((resolve) => this.drainWaiters.push(resolve));
-    this.clearIdleTimer();
+    this.keepAlive.stop();
     const engine = this.engine;
     this.engine = null;
     if (this.#state === "ready") this.#state = this.filesPresent() ? "unloaded" : "missing";
@@ -173,10 +151,10 @@ export class ModelRunner {
     job.signal.throwIfAborted();
     const ticket: Ticket = { account: job.account ?? job.queueKey, weight: job.weight ?? 1, priority: job.priority ?? "interactive" };
     let lease: Lease;
-    const waitStarted = performance.now();
+    const waitStarted = this.now();
     try {
       lease = await this.admit(ticket, job.signal, job.slots?.(prepared) ?? 1, job.onQueued);
-      this.observer?.queueWait(this.entry.id, (performance.now() - waitStarted) / 1000, ticket.priority);
+      this.observer?.queueWait(this.entry.id, (this.now() - waitStarted) / 1000, ticket.priority);
     } catch (err) {
       if (err instanceof DeadlineExceeded) throw this.refuse("no_capacity", `The model '${this.entry.id}' had no free capacity within the request deadline.`);
       throw err;
@@ -210,15 +188,16 @@ export class ModelRunner {
     const engine = this.servable();
     signal.throwIfAborted();
     const interactive = ticket.priority === "interactive";
-    if (interactive) this.interactiveSeenAt = performance.now();
+    if (interactive) this.headroom.interactiveArrived();
     const want = Math.max(1, Math.min(wanted, interactive ? this.entry.parallel : this.batchSlotsFree()));
-    if (this.active < this.entry.parallel && this.queue.size === 0 && (interactive || this.batchSlotsFree() > 0)) {
-      this.queue.started(ticket.account, ticket.weight);
-      return Promise.resolve(this.grant(engine, want, ticket));
-    }
-    if (interactive && this.pausedPlaceFree(engine) && this.queue.preempts(ticket.account, ticket.weight, this.entry.parallel)) {
-      this.queue.started(ticket.account, ticket.weight);
-      return Promise.resolve(this.grant(engine, 1, ticket));
+    const free = this.slotsFor(engine, ticket.account);
+    // A slot free while others wait is held from each of them (headroom, reserve): interactive work not held takes it.
+    const mayStart = free > 0 && (interactive || (this.queue.size === 0 && this.batchSlotsFree() > 0));
+    // Beyond `parallel` (a place the engine can pause for), a grant is one slot.
+    const beyond = interactive && this.pausedPlaceFree(engine) && this.queue.preempts(ticket.account, ticket.weight, this.entry.parallel);
+    if (mayStart || beyond) {
+      this.queue.started(ticket.account, ticket.weight, ticket.priority);
+      return Promise.resolve(this.grant(engine, Math.min(want, free), ticket));
     }
     if (interactive) {
       const estimate = this.estimatedWaitMs(ticket);
@@ -235,34 +214,12 @@ export class ModelRunner {
     onQueued?.();
     // Batch waiters may wait out the age bound that lets them in.
     const maxWaitMs = interactive ? this.entry.maxQueueWaitMs : Math.max(this.entry.maxQueueWaitMs, this.entry.batchMaxWaitMs + 1000);
-    return new Promise<Lease>((resolve, reject) => {
-      const settle = () => {
-        signal.removeEventListener("abort", onAbort);
-        clearTimeout(timer);
-      };
-      const waiter: Waiter = {
-        wanted: want,
-        weight: ticket.weight,
-        resolve: (lease) => {
-          settle();
-          resolve(lease);
-        },
-        reject: (err) => {
-          settle();
-          reject(err);
-        },
-      };
-      const onAbort = () => {
-        if (this.queue.remove(entry)) waiter.reject(signal.reason);
-      };
-      const timer = setTimeout(() => {
-        if (this.queue.remove(entry)) waiter.reject(this.refuse("deadline", `The model '${this.entry.id}' had no free capacity within its maxQueueWait.`));
-      }, maxWaitMs);
-      signal.addEventListener("abort", onAbort, { once: true });
-      const entry: QueueEntry<Waiter> = this.queue.push(ticket.account, ticket.weight, ticket.priority, waiter);
-      // A slot may be free while only batch work waited for it (the headroom): the fair order decides who takes it.
-      if (this.active < this.entry.parallel) this.next();
-    });
+    const waiting = waitInQueue(this.queue, ticket, want, signal, maxWaitMs, () =>
+      this.refuse("deadline", `The model '${this.entry.id}' had no free capacity within its maxQueueWait.`),
+    );
+    // A slot may be free while only batch work waited for it (the headroom): the fair order decides who takes it.
+    if (this.active < this.entry.parallel) this.next();
+    return waiting;
   }
 
   /** The estimated wait of a new request of this account: the waiters that go before it ÷ the drain rate. */
@@ -278,7 +235,7 @@ export class ModelRunner {
    */
   private refuse(reason: RefusalReason, message: string, estimateMs?: number): AppError {
     this.observer?.refused(this.entry.id, reason);
-    return new AppError("overloaded", { message, retryAfterMs: Math.max(1000, Math.ceil(estimateMs ?? this.drain.drainMs(this.queue.size + 1))) });
+    return new AppError("overloaded", { message, routine: true, retryAfterMs: Math.max(1000, Math.ceil(estimateMs ?? this.drain.drainMs(this.queue.size + 1))) });
   }
 
   /** The engine when the model can serve now, else the 404 / 500 / 503 a request for it gets. */
@@ -314,21 +271,24 @@ export class ModelRunner {
     return this.active < this.entry.parallel + (engine.pausableSlots ?? 0) && this.active >= this.entry.parallel;
   }
 
-  /** Slots batch work may take: the free ones, less one while interactive work keeps its headroom. */
-  private batchSlotsFree(): number {
-    const headroom = this.entry.parallel > 1 && performance.now() - this.interactiveSeenAt < interactiveHeadroomMs ? 1 : 0;
-    return Math.max(0, this.entry.parallel - this.active - headroom);
+  /** Whether the light-account reserve applies: the engine starts nothing beyond `parallel` (no paused places). */
+  private reserves(engine: Engine): boolean {
+    return this.entry.parallel > 1 && !(engine.pausableSlots ?? 0);
   }
 
-  /** Batch waiters held back by the headroom get the slot when the window ends without interactive arrivals. */
-  private wakeBatchAfterHeadroom(): void {
-    if (this.headroomTimer) return;
-    const wait = Math.max(1, this.interactiveSeenAt + interactiveHeadroomMs - performance.now());
-    this.headroomTimer = setTimeout(() => {
-      this.headroomTimer = null;
-      this.next();
-    }, wait);
-    this.headroomTimer.unref();
+  /**
+   * The free slots an account may take: all but the last while the light-account reserve holds it from the
+   * account, and while a light account is about a grant of several never takes it.
+   */
+  private slotsFor(engine: Engine, account: string): number {
+    const free = this.entry.parallel - this.active;
+    if (free === 0 || !this.reserves(engine) || this.queue.reserveLapsesAt() === null) return free;
+    return free > 1 || this.queue.holdsLastSlotFrom(account, this.entry.parallel) ? free - 1 : free;
+  }
+
+  /** Slots batch work may take: the free ones, less the interactive headroom. */
+  private batchSlotsFree(): number {
+    return this.headroom.batchSlots(this.entry.parallel - this.active);
   }
 
   private grant(engine: Engine, wanted: number, ticket: Ticket): Lease {
@@ -336,55 +296,38 @@ export class ModelRunner {
     this.active += slots;
     const interactive = ticket.priority === "interactive";
     if (interactive) this.interactiveRunning++;
-    this.clearIdleTimer();
-    const started = Date.now();
-    let released = false;
-    let charged = 0;
-    const overShare = () => (!interactive && this.interactiveRunning > 0) || this.queue.overShare(ticket.account, this.entry.parallel);
-    const favoured = () => this.queue.favoured(ticket.account, this.entry.parallel);
-    return {
-      engine,
-      slots,
-      get charged() {
-        return charged;
-      },
-      get overShare() {
-        return !released && overShare();
-      },
-      get favoured() {
-        return !released && !overShare() && favoured();
-      },
-      charge: (tokens) => {
-        if (!(tokens > 0)) return;
-        charged += tokens;
+    this.keepAlive.stop();
+    return openLease(engine, slots, {
+      overShare: () => (!interactive && this.interactiveRunning > 0) || this.queue.overShare(ticket.account, this.entry.parallel),
+      favoured: () => this.queue.favoured(ticket.account, this.entry.parallel),
+      served: (tokens) => {
         this.queue.charge(ticket.account, tokens);
         this.service.served(ticket.account, tokens);
         this.observer?.served(this.entry.id, ticket.account, ticket.priority, tokens);
       },
-      release: () => {
-        if (released) return;
-        released = true;
+      freed: (heldMs) => {
         this.active -= slots;
         if (interactive) this.interactiveRunning--;
         this.queue.finished(ticket.account);
-        this.drain.released(Date.now() - started);
+        this.drain.released(heldMs);
         this.next();
       },
-    };
+    });
   }
 
   private next(): void {
     while (this.active < this.entry.parallel && this.queue.size > 0) {
-      const batchMay = this.batchSlotsFree() > 0;
-      const entry = this.queue.shift(batchMay);
+      const last = this.entry.parallel - this.active === 1 && this.engine && this.reserves(this.engine);
+      const entry = this.queue.shift(this.batchSlotsFree() > 0, last ? this.entry.parallel : undefined);
       if (!entry) {
-        // Only batch work waits, and the free slot is interactive headroom for now.
-        this.wakeBatchAfterHeadroom();
+        // The free slot is held (interactive headroom, light-account reserve) from every waiter, for now.
+        this.holdWake.atEarliest([this.headroom.endsAt(), this.queue.batchDueAt(), this.queue.reserveLapsesAt()]);
         break;
       }
       const waiter = entry.item;
       if (this.#state === "ready" && this.engine) {
-        waiter.resolve(this.grant(this.engine, waiter.wanted, { account: entry.account, weight: waiter.weight, priority: entry.priority }));
+        const wanted = Math.min(waiter.wanted, this.slotsFor(this.engine, entry.account));
+        waiter.resolve(this.grant(this.engine, wanted, { account: entry.account, weight: waiter.weight, priority: entry.priority }));
       } else {
         this.queue.finished(entry.account);
         waiter.reject(this.loadingError());
@@ -397,22 +340,8 @@ export class ModelRunner {
     }
     if (this.active === 0) {
       for (const resolve of this.drainWaiters.splice(0)) resolve();
-      this.armIdleTimer();
+      if (this.#state === "ready") this.keepAlive.restart();
+      else this.keepAlive.stop();
     }
-  }
-
-  private armIdleTimer(): void {
-    this.clearIdleTimer();
-    if (this.entry.keepAliveMs === null || this.#state !== "ready" || this.active > 0) return;
-    this.idleTimer = setTimeout(() => {
-      this.log.info({ model: this.entry.id }, "unloading idle model");
-      void this.unload();
-    }, this.entry.keepAliveMs);
-    this.idleTimer.unref();
-  }
-
-  private clearIdleTimer(): void {
-    if (this.idleTimer) clearTimeout(this.idleTimer);
-    this.idleTimer = null;
   }
 }

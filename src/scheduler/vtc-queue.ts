@@ -19,10 +19,20 @@
  * its counter runs `burstTokens` ahead of the lowest counter of the accounts running: a light account gets its
  * answers at full speed, and one that keeps generating goes back to sharing steps until the others catch up.
  *
+ * The light-account reserve (engines that start nothing beyond `parallel`, with `parallel > 1`): while an account that
+ * sent interactive work within the last `reserveWindowMs` has nothing running or waiting (such accounts count among
+ * those sharing), the last free slot is held back from the accounts running at least their share, so the light
+ * account's next request starts at once (the runner lets it take the slot) instead of waiting for one to end. While
+ * it runs, nothing is held. An account never gets less than its share from it, and a batch waiter past its age
+ * bound takes the slot all the same.
+ *
  * Push-out: when the queue is full and the arriving account holds fewer waiters than its weighted share of the
  * queue, the newest waiter of the account most over its share is refused instead (`pushOutFor`).
  */
 export type Priority = "interactive" | "batch";
+
+/** How long an account that sent interactive work counts as about to send more, for the light-account reserve. */
+const reserveWindowMs = 10_000;
 
 /** How far ahead in weighted service an account within its share stays favoured (about one long answer). */
 export const burstTokens = 256;
@@ -47,6 +57,16 @@ interface Tenant<T> {
   running: number;
   /** Sequence number of the last time it was given a slot, for ties. */
   lastServed: number;
+  /** When it last asked for a slot for interactive work (the queue's clock). */
+  interactiveAt: number;
+}
+
+/** What the light-account reserve needs of the accounts, taken once per decision. */
+interface ReserveView {
+  /** The weights of the accounts running, waiting, or that sent interactive work within the window. */
+  weights: number;
+  /** The earliest a light account's window closes. */
+  lapsesAt: number;
 }
 
 /** One account's place in the queue, for the admin API. */
@@ -90,6 +110,7 @@ export class VtcQueue<T> {
     const tenant = this.tenant(account, weight);
     if (tenant.waiting.length === 0) tenant.counter = Math.max(tenant.counter, this.minWaitingCounter() ?? this.floor);
     const entry: QueueEntry<T> = { account, priority, enqueuedAt: this.now(), seq: ++this.seq, item };
+    if (priority === "interactive") tenant.interactiveAt = entry.enqueuedAt;
     tenant.waiting.push(entry);
     this.count++;
     return entry;
@@ -106,18 +127,22 @@ export class VtcQueue<T> {
 
   /**
    * Takes the waiter that gets the next slot (see the class comment), and counts it as running; with `allowBatch`
-   * false only interactive waiters are considered (undefined when there are none).
+   * false, batch waiters are considered only once past their age bound, which no headroom holds back. With
+   * `lastOf` (the slot is the last free one of that many, and the light-account reserve applies), accounts the
+   * reserve holds it from are passed over. Undefined when no waiter may start.
    */
-  shift(allowBatch = true): QueueEntry<T> | undefined {
+  shift(allowBatch = true, lastOf?: number): QueueEntry<T> | undefined {
     if (this.count === 0) return undefined;
     const now = this.now();
+    const reserve = lastOf === undefined ? null : this.reserveView(now);
     let aged: QueueEntry<T> | undefined;
     let best: { tenant: Tenant<T>; entry: QueueEntry<T>; batch: boolean } | undefined;
     for (const tenant of this.tenants.values()) {
       const interactive = tenant.waiting.find((e) => e.priority === "interactive");
-      const batch = allowBatch ? tenant.waiting.find((e) => e.priority === "batch") : undefined;
+      const batch = tenant.waiting.find((e) => e.priority === "batch");
       if (batch && now - batch.enqueuedAt >= this.batchMaxWaitMs && (!aged || batch.seq < aged.seq)) aged = batch;
-      const entry = interactive ?? batch;
+      if (reserve && this.heldFrom(tenant, reserve, lastOf!)) continue;
+      const entry = interactive ?? (allowBatch ? batch : undefined);
       if (!entry) continue;
       const candidate = { tenant, entry, batch: !interactive };
       if (!best || better(candidate, best)) best = candidate;
@@ -129,12 +154,35 @@ export class VtcQueue<T> {
     return chosen;
   }
 
-  /** Counts a lease granted without waiting (a free slot and an empty queue). */
-  started(account: string, weight?: number): void {
+  /** Whether the light-account reserve holds the last free slot of `capacity` back from `account` (class comment). */
+  holdsLastSlotFrom(account: string, capacity: number): boolean {
+    const tenant = this.tenants.get(account);
+    const reserve = this.reserveView(this.now());
+    return tenant !== undefined && reserve !== null && this.heldFrom(tenant, reserve, capacity);
+  }
+
+  /** When the light-account reserve lapses unless a light account comes back (null when nothing is reserved). */
+  reserveLapsesAt(): number | null {
+    return this.reserveView(this.now())?.lapsesAt ?? null;
+  }
+
+  /** When (on the queue's clock) the oldest batch waiter passes its age bound; null when no batch work waits. */
+  batchDueAt(): number | null {
+    let oldest: number | null = null;
+    for (const t of this.tenants.values()) {
+      const batch = t.waiting.find((e) => e.priority === "batch");
+      if (batch && (oldest === null || batch.enqueuedAt < oldest)) oldest = batch.enqueuedAt;
+    }
+    return oldest === null ? null : oldest + this.batchMaxWaitMs;
+  }
+
+  /** Counts a lease granted without waiting (a free slot and an empty queue), or given to a waiter. */
+  started(account: string, weight?: number, priority?: Priority): void {
     const tenant = this.tenant(account, weight);
     if (tenant.waiting.length === 0 && tenant.running === 0) tenant.counter = Math.max(tenant.counter, this.minWaitingCounter() ?? this.floor);
     tenant.running++;
     tenant.lastServed = ++this.seq;
+    if (priority === "interactive") tenant.interactiveAt = this.now();
     this.floor = Math.max(this.floor, tenant.counter);
   }
 
@@ -196,6 +244,26 @@ export class VtcQueue<T> {
     return false;
   }
 
+  /**
+   * The weights that share the model, when a light account is about (one that sent interactive work within the
+   * window and has nothing running or waiting); else null.
+   */
+  private reserveView(now: number): ReserveView | null {
+    const view: ReserveView = { weights: 0, lapsesAt: Infinity };
+    for (const t of this.tenants.values()) {
+      const busy = t.running > 0 || t.waiting.length > 0;
+      const recent = now - t.interactiveAt < reserveWindowMs;
+      if (busy || recent) view.weights += t.weight;
+      if (recent && !busy) view.lapsesAt = Math.min(view.lapsesAt, t.interactiveAt + reserveWindowMs);
+    }
+    return view.lapsesAt < Infinity ? view : null;
+  }
+
+  /** Whether the account runs at least its share of `capacity` while a light account is about (never a light one). */
+  private heldFrom(tenant: Tenant<T>, reserve: ReserveView, capacity: number): boolean {
+    return tenant.running >= shareOf(tenant.weight, capacity, reserve.weights);
+  }
+
   private activeWeights(): number {
     let weights = 0;
     for (const t of this.tenants.values()) if (t.running > 0 || t.waiting.length > 0) weights += t.weight;
@@ -203,7 +271,7 @@ export class VtcQueue<T> {
   }
 
   private shareOf(tenant: Tenant<T>, capacity: number, weights = this.activeWeights()): number {
-    return weights > 0 ? Math.max(1, (capacity * tenant.weight) / weights) : capacity;
+    return shareOf(tenant.weight, capacity, weights);
   }
 
   /**
@@ -261,7 +329,7 @@ export class VtcQueue<T> {
   private tenant(account: string, weight?: number): Tenant<T> {
     let tenant = this.tenants.get(account);
     if (!tenant) {
-      tenant = { weight: weight ?? 1, counter: this.minWaitingCounter() ?? this.floor, waiting: [], running: 0, lastServed: 0 };
+      tenant = { weight: weight ?? 1, counter: this.minWaitingCounter() ?? this.floor, waiting: [], running: 0, lastServed: 0, interactiveAt: -Infinity };
       this.tenants.set(account, tenant);
     } else if (weight !== undefined) {
       tenant.weight = weight;
@@ -275,12 +343,23 @@ export class VtcQueue<T> {
     return min;
   }
 
-  /** Forgets idle accounts that would re-enter at the current minimum anyway (they owe nothing). */
+  /**
+   * Forgets idle accounts that would re-enter at the current minimum anyway (they owe nothing), once the light-account
+   * reserve no longer counts them.
+   */
   private prune(): void {
     if (this.tenants.size < 64) return;
     const floor = this.minWaitingCounter() ?? this.floor;
-    for (const [id, t] of this.tenants) if (t.waiting.length === 0 && t.running === 0 && t.counter <= floor) this.tenants.delete(id);
+    const now = this.now();
+    for (const [id, t] of this.tenants) {
+      if (t.waiting.length === 0 && t.running === 0 && t.counter <= floor && now - t.interactiveAt >= reserveWindowMs) this.tenants.delete(id);
+    }
   }
+}
+
+/** An account's share of `capacity`: its weight's part of `weights`, and at least one request. */
+function shareOf(weight: number, capacity: number, weights: number): number {
+  return weights > 0 ? Math.max(1, (capacity * weight) / weights) : capacity;
 }
 
 /** Interactive before batch; then the lower counter; then the account served least recently. */
