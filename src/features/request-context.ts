@@ -4,6 +4,7 @@ import type { Endpoint } from "../config/config.schema.ts";
 import type { RequestOutcome } from "../http/request-outcome.ts";
 import { requestSignal } from "../http/request-signal.ts";
 import type { Priority } from "../scheduler/runner-types.ts";
+import type { UsageSink } from "../store/usage-sink.ts";
 
 declare module "fastify" {
   interface FastifyContextConfig {
@@ -41,6 +42,11 @@ export interface RequestContext {
   responseStarted?(): boolean;
   /** The catalog entry the request runs on, set when the model it named is a route (features/routing.ts). */
   target?: string;
+  /**
+   * Where the request's usage goes instead of the node's usage recorder: the batch runner keeps a line's, to write
+   * it with the line's result in one transaction (issue 47: charged exactly once, whenever the node dies).
+   */
+  usage?: Pick<UsageSink, "record">;
 }
 
 /**

@@ -17,6 +17,36 @@ function rowId(d: { keyId: string; model: string; endpoint: string; day: string 
   return `${d.keyId}\u0000${d.model}\u0000${d.endpoint}\u0000${d.day}`;
 }
 
+function emptyDelta(event: UsageEvent, day: string): UsageDelta {
+  return { keyId: event.keyId, accountId: event.accountId, model: event.model, endpoint: event.endpoint, day, requests: 0, promptTokens: 0, completionTokens: 0, batchRequests: 0, batchPromptTokens: 0, batchCompletionTokens: 0, cachedRequests: 0 };
+}
+
+function addEvent(delta: UsageDelta, event: UsageEvent): void {
+  const prompt = Math.max(0, Math.round(event.promptTokens || 0));
+  const completion = Math.max(0, Math.round(event.completionTokens || 0));
+  delta.requests += 1;
+  delta.promptTokens += prompt;
+  delta.completionTokens += completion;
+  if (event.batch) {
+    delta.batchRequests = (delta.batchRequests ?? 0) + 1;
+    delta.batchPromptTokens = (delta.batchPromptTokens ?? 0) + prompt;
+    delta.batchCompletionTokens = (delta.batchCompletionTokens ?? 0) + completion;
+  }
+  if (event.cached) delta.cachedRequests = (delta.cachedRequests ?? 0) + 1;
+}
+
+/** Events as the rows they add to, on `day` (a batch line's usage, written with its result: batch-runner.ts). */
+export function usageDeltas(events: UsageEvent[], day = new Date().toISOString().slice(0, 10)): UsageDelta[] {
+  const rows = new Map<string, UsageDelta>();
+  for (const event of events) {
+    const id = rowId({ ...event, day });
+    const delta = rows.get(id) ?? emptyDelta(event, day);
+    rows.set(id, delta);
+    addEvent(delta, event);
+  }
+  return [...rows.values()];
+}
+
 /**
  * Sums usage in memory per key, model, endpoint and day, and writes the sums in one transaction every couple of
  * seconds (or sooner under load), never on the request's path. flush() writes what is pending (shutdown, tests).
@@ -66,20 +96,10 @@ export class UsageRecorder implements UsageSink {
         if (this.dropped++ === 0) this.log.error({ rows: maxPendingRows }, "usage buffer full while the database is unreachable; dropping new usage rows");
         return;
       }
-      delta = { keyId: event.keyId, accountId: event.accountId, model: event.model, endpoint: event.endpoint, day, requests: 0, promptTokens: 0, completionTokens: 0, batchRequests: 0, batchPromptTokens: 0, batchCompletionTokens: 0, cachedRequests: 0 };
+      delta = emptyDelta(event, day);
       this.pending.set(id, delta);
     }
-    const prompt = Math.max(0, Math.round(event.promptTokens || 0));
-    const completion = Math.max(0, Math.round(event.completionTokens || 0));
-    delta.requests += 1;
-    delta.promptTokens += prompt;
-    delta.completionTokens += completion;
-    if (event.batch) {
-      delta.batchRequests = (delta.batchRequests ?? 0) + 1;
-      delta.batchPromptTokens = (delta.batchPromptTokens ?? 0) + prompt;
-      delta.batchCompletionTokens = (delta.batchCompletionTokens ?? 0) + completion;
-    }
-    if (event.cached) delta.cachedRequests = (delta.cachedRequests ?? 0) + 1;
+    addEvent(delta, event);
     if (++this.events >= flushAtEvents) void this.flush();
   }
 
