@@ -3,8 +3,8 @@ import type { AuthContext } from "../auth/auth-context.ts";
 import type { Endpoint } from "../config/config.schema.ts";
 import type { RequestOutcome } from "../http/request-outcome.ts";
 import { requestSignal } from "../http/request-signal.ts";
+import type { AppContext } from "../app-context.ts";
 import type { Priority } from "../scheduler/runner-types.ts";
-import type { UsageSink } from "../store/usage-sink.ts";
 
 declare module "fastify" {
   interface FastifyContextConfig {
@@ -46,7 +46,7 @@ export interface RequestContext {
    * Where the request's usage goes instead of the node's usage recorder: the batch runner keeps a line's, to write
    * it with the line's result in one transaction (issue 47: charged exactly once, whenever the node dies).
    */
-  usage?: Pick<UsageSink, "record">;
+  usage?: Pick<AppContext["usage"], "record">;
 }
 
 /**

@@ -1,0 +1,26 @@
+import { Redis } from "ioredis";
+import type { Check } from "./checks.ts";
+
+/**
+ * The token counters in Redis once the windows closed: no window counter is left without an expiry (it would never
+ * close), and each account's day quota counter equals the usage table's tokens for the day (reservations settled).
+ */
+export async function redisChecks(url: string, accounts: string[], tokensToday: Map<string, number>): Promise<Check[]> {
+  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  await redis.connect();
+  try {
+    const day = new Date().toISOString().slice(0, 10);
+    const windowKeys = [...(await redis.keys("k:*")), ...(await redis.keys("a:*"))];
+    const forever = [];
+    for (const key of windowKeys) if ((await redis.pttl(key)) === -1) forever.push(key);
+    const checks: Check[] = [{ name: "token-limit windows close (every counter has an expiry)", pass: forever.length === 0, detail: `${windowKeys.length} window counters left; without expiry: ${forever.length}` }];
+    for (const account of accounts) {
+      const used = Number((await redis.hget(`q:${account}:${day}`, "u")) ?? Number.NaN);
+      const table = tokensToday.get(account) ?? 0;
+      checks.push({ name: `quota counter in Redis == usage table (account ${account})`, pass: used === table, detail: `Redis ${used}, usage table ${table}` });
+    }
+    return checks;
+  } finally {
+    redis.disconnect();
+  }
+}
