@@ -7,7 +7,7 @@ import { startCanned, startListening, type Peer } from "../../harness/peers.ts";
 import { freshPostgresBehindProxy, redisTestUrl } from "../../harness/keys.ts";
 import { modelsDir, spawnServer, type SpawnedServer } from "../../harness/server.ts";
 import { TcpProxy } from "../../harness/tcp-proxy.ts";
-import { Balancer } from "./balancer.ts";
+import { Balancer } from "../../harness/balancer.ts";
 
 export const adminToken = "soak-admin-token-Xq7vT2mLp9Rk4sWz8nYc1bHf";
 export const metricsToken = "soak-metrics-token-Qm3vT8xLp2Rk7sWz5nYc1b";

@@ -1,7 +1,7 @@
 import net from "node:net";
 
 /**
- * The load balancer in front of the soak's replicas: TCP pass-through (the replicas share one certificate), a new
+ * The load balancer in front of the soak's replicas (bench/soak): TCP pass-through (the replicas share one certificate), a new
  * connection to the next replica in turn that is up. A replica that refuses a connection is out at once and the
  * connection tries the next one, so clients never see a killed replica; a connect probe every `probeMs` brings it
  * back. Connections already open to a replica that dies close with it (their requests fail: the client's to retry).
@@ -56,7 +56,8 @@ export class Balancer {
     backend.once("connect", () => {
       backend.on("error", () => client.destroy());
       client.on("close", () => backend.destroy());
-      backend.on("close", () => client.destroy());
+      // end, not destroy: what the replica sent last still reaches the client.
+      backend.on("close", () => client.end());
       client.pipe(backend);
       backend.pipe(client);
       client.resume();
