@@ -10,12 +10,12 @@ export async function redisChecks(url: string, accounts: string[], tokensToday: 
   await redis.connect();
   try {
     const day = new Date().toISOString().slice(0, 10);
-    const windowKeys = [...(await redis.keys("k:*")), ...(await redis.keys("a:*"))];
+    const windowKeys = [...(await redis.keys("modelgate:tok:k:*")), ...(await redis.keys("modelgate:tok:a:*"))];
     const forever = [];
     for (const key of windowKeys) if ((await redis.pttl(key)) === -1) forever.push(key);
     const checks: Check[] = [{ name: "token-limit windows close (every counter has an expiry)", pass: forever.length === 0, detail: `${windowKeys.length} window counters left; without expiry: ${forever.length}` }];
     for (const account of accounts) {
-      const used = Number((await redis.hget(`q:${account}:${day}`, "u")) ?? Number.NaN);
+      const used = Number((await redis.hget(`modelgate:tok:q:${account}:${day}`, "u")) ?? Number.NaN);
       const table = tokensToday.get(account) ?? 0;
       checks.push({ name: `quota counter in Redis == usage table (account ${account})`, pass: used === table, detail: `Redis ${used}, usage table ${table}` });
     }
