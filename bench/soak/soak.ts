@@ -125,6 +125,16 @@ await db.end();
 const usageRows = (await adminJson<{ data: { model: string; promptTokens: number; completionTokens: number; spendMicros: number }[] }>("GET", "/admin/v1/usage")).data;
 const prices = new Map(((topology.raw.models as { id: string; pricing?: { input: number; output: number } }[]) ?? []).map((m) => [m.id, m.pricing ?? { input: 0, output: 0 }]));
 
+/** What the requests of an account's keys that were cut short may have reserved and never settled (a killed replica's). */
+function cutBound(accountId: string): number {
+  const accountOf = new Map<string, string>([
+    ...[keys.local, keys.localAborts, keys.transcribe, keys.warm].map((x) => [x.id, gold.id] as const),
+    ...[keys.upstream, keys.upstreamAborts, keys.embed, keys.batch].map((x) => [x.id, silver.id] as const),
+    ...records.filter((r) => r.client === "console" && r.keyId).map((r) => [r.keyId!, gold.id] as const),
+  ]);
+  return records.filter((r) => r.keyId && accountOf.get(r.keyId) === accountId && (r.broken || r.status === "network")).reduce((n, r) => n + (r.bound ?? 0), 0);
+}
+
 const graceMs = 20_000 * Math.max(scale, 0.5);
 const leakWindowMs = 40 * 60_000 * scale;
 const recoveryMs = 60_000 * Math.max(scale, 1 / 3);
@@ -135,7 +145,7 @@ const checks: Check[] = [
   ...usageChecks(records, table),
   spendCheck(usageRows, prices),
   batchCheck(records),
-  ...(await redisChecks(`redis://127.0.0.1:6379/9`, [gold.id, silver.id], accountTokens)),
+  ...(await redisChecks(`redis://127.0.0.1:6379/9`, [gold, silver].map((a) => ({ id: a.id, bound: cutBound(a.id) })), accountTokens)),
   ...recoveryChecks(records, windows.filter((w) => w.kind !== "reload"), recoveryMs, recoveryMs === 60_000 ? "minute" : `${recoveryMs / 1000} s`),
   ...(await circuitChecks(topology)),
   reloadCheck(records, windows),
