@@ -132,7 +132,9 @@ function cutBound(accountId: string): number {
     ...[keys.upstream, keys.upstreamAborts, keys.embed, keys.batch].map((x) => [x.id, silver.id] as const),
     ...records.filter((r) => r.client === "console" && r.keyId).map((r) => [r.keyId!, gold.id] as const),
   ]);
-  return records.filter((r) => r.keyId && accountOf.get(r.keyId) === accountId && (r.broken || r.status === "network")).reduce((n, r) => n + (r.bound ?? 0), 0);
+  const cut = records.filter((r) => r.keyId && accountOf.get(r.keyId) === accountId && (r.broken || r.status === "network")).reduce((n, r) => n + (r.bound ?? 0), 0);
+  // The batch's lines running on the killed replica (at most the model's parallel 4, each a prompt and 12 tokens).
+  return cut + (accountId === silver.id ? 4 * (600 + 12) : 0);
 }
 
 const graceMs = 20_000 * Math.max(scale, 0.5);
