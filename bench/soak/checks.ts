@@ -66,7 +66,7 @@ export function leakChecks(samples: Sample[], trafficEnd: number, windowMs: numb
   const checks: Check[] = [];
   for (const pid of new Set(samples.map((s) => s.pid))) {
     const born = samples.find((s) => s.pid === pid)!.t;
-    const warm = born === samples[0]!.t ? born : born + warmUpMs;
+    const warm = born < samples[0]!.t + 5_000 ? born : born + warmUpMs;
     const own = samples.filter((s) => s.pid === pid && s.t >= Math.max(from, warm) && s.t <= trafficEnd && s.heapAfterGc > 0);
     const replica = samples.find((s) => s.pid === pid)!.replica;
     const covered = own.length > 0 ? own.at(-1)!.t - own[0]!.t : 0;
