@@ -37,7 +37,8 @@ export interface UsageByKey {
 }
 
 const mb = 1024 * 1024;
-const inWindow = (t: number, w: FaultWindow, graceMs: number) => t >= w.start && t <= w.end + graceMs;
+/** Whether a request ran during a fault's window or its grace (a request in flight when the fault began counts). */
+const during = (r: { t: number; ms: number }, w: FaultWindow, graceMs: number) => r.t + r.ms >= w.start && r.t <= w.end + graceMs;
 const percentile = (xs: number[], p: number) => {
   const sorted = [...xs].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? Number.NaN;
@@ -87,7 +88,7 @@ export function fdChecks(start: Sample[], end: Sample[]): Check[] {
   return end.map((e) => {
     const s = start.find((x) => x.replica === e.replica);
     const ratio = s ? e.fds / s.fds : Number.NaN;
-    return { name: `descriptors: replica ${e.replica} idle at the end vs the start`, pass: ratio - 1 <= 0.05, detail: `${s?.fds} → ${e.fds} (${((ratio - 1) * 100).toFixed(1)}%; limit ±5%)${s && s.pid !== e.pid ? " (restarted: the start is its predecessor's)" : ""}` };
+    return { name: `descriptors: replica ${e.replica} idle at the end vs the start`, pass: ratio - 1 <= 0.05, detail: `${s?.fds} → ${e.fds} (${((ratio - 1) * 100).toFixed(1)}%; limit +5%)${s && s.pid !== e.pid ? " (restarted: the start is its predecessor's)" : ""}` };
   });
 }
 
@@ -99,12 +100,15 @@ const inProcess = (route: string) => /\b(stories|embeddings|rerank|transcription
  */
 export function errorChecks(records: RequestRecord[], windows: FaultWindow[], graceMs: number): Check[] {
   const failed = (r: RequestRecord) => r.status === "network" || (typeof r.status === "number" && r.status >= 500) || r.broken === "error-event" || r.broken === "cut" || r.broken === "network";
-  const outside = records.filter((r) => r.route !== "batch" && failed(r) && !windows.some((w) => inWindow(r.t, w, graceMs)));
-  const localWrong = records.filter((r) => typeof r.status === "number" && r.status >= 500 && inProcess(r.route) && !windows.some((w) => w.kind === "database" && inWindow(r.t, w, graceMs)));
+  const outside = records.filter((r) => r.route !== "batch" && failed(r) && !windows.some((w) => during(r, w, graceMs)));
+  const localWrong = records.filter((r) => typeof r.status === "number" && r.status >= 500 && inProcess(r.route) && !windows.some((w) => w.kind === "database" && during(r, w, graceMs)));
   const badEnvelope = records.filter((r) => r.envelope === false);
   const describe = (rs: RequestRecord[]) => {
     const byKind = new Map<string, number>();
-    for (const r of rs) byKind.set(`${r.route} ${r.status}${r.broken ? ` ${r.broken}` : ""}${r.code ? ` ${r.code}` : ""}`, (byKind.get(`${r.route} ${r.status}${r.broken ? ` ${r.broken}` : ""}${r.code ? ` ${r.code}` : ""}`) ?? 0) + 1);
+    for (const r of rs) {
+      const kind = `${r.route} ${r.status}${r.broken ? ` ${r.broken}` : ""}${r.code ? ` ${r.code}` : ""}`;
+      byKind.set(kind, (byKind.get(kind) ?? 0) + 1);
+    }
     return [...byKind].map(([k, n]) => `${n} × ${k}`).slice(0, 8).join("; ") || "none";
   };
   return [
