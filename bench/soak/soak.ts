@@ -86,6 +86,7 @@ sampler.start(10_000);
 
 const startedAt = Date.now();
 const endAt = startedAt + totalMs;
+const replicaKillAt = schedule(totalMs / 1000).find((s) => s.fault.kind === "replica")!.at;
 function client(name: string, script: string, extra: Record<string, unknown>): Promise<void> {
   const settings = { name, origin: topology.origin, caFile: topology.caFile, endAt, outFile: path.join(outDir, "requests", `${name}.jsonl`), ...extra };
   writeFileSync(settings.outFile, "");
@@ -100,7 +101,8 @@ const clients = [
   client("transcribe", "transcribe.mjs", { ...k(keys.transcribe), audioFile: path.join(modelsDir, "jfk.wav"), pauseMs: 4000 }),
   client("flood", "flood.mjs", { ...k(keys.flood), loops: 2 }),
   client("console", "console.mjs", { ...operator, account: gold.id, everyMs: 60_000 }),
-  client("batch", "batch.mjs", { ...k(keys.batch), lines: 2000, startAt: startedAt + 0.3 * totalMs }),
+  // Submitted 30 s before a replica is killed, so that the kill lands in the middle of its lines.
+  client("batch", "batch.mjs", { ...k(keys.batch), lines: 2000, maxTokens: 48, startAt: startedAt + (replicaKillAt - 30) * 1000 }),
 ];
 const windows = await runFaults(topology, startedAt, totalMs / 1000, path.join(outDir, "faults.jsonl"));
 await Promise.all(clients);
@@ -133,8 +135,8 @@ function cutBound(accountId: string): number {
     ...records.filter((r) => r.client === "console" && r.keyId).map((r) => [r.keyId!, gold.id] as const),
   ]);
   const cut = records.filter((r) => r.keyId && accountOf.get(r.keyId) === accountId && (r.broken || r.status === "network")).reduce((n, r) => n + (r.bound ?? 0), 0);
-  // The batch's lines running on the killed replica (at most the model's parallel 4, each a prompt and 12 tokens).
-  return cut + (accountId === silver.id ? 4 * (600 + 12) : 0);
+  // The batch's lines running on the killed replica (at most the model's parallel 4, each a prompt and 48 tokens).
+  return cut + (accountId === silver.id ? 4 * (600 + 48) : 0);
 }
 
 const graceMs = 20_000 * Math.max(scale, 0.5);

@@ -2,11 +2,11 @@
 // until the batch ends; then every custom_id's count in the output and error files, and the usage the output states.
 import { record, request, settings, sleep } from "./soak-client.mjs";
 
-const { key, keyId, lines, startAt } = settings;
+const { key, keyId, lines, maxTokens, startAt } = settings;
 await sleep(Math.max(0, startAt - Date.now()));
 
 const input = Array.from({ length: lines }, (_, i) =>
-  JSON.stringify({ custom_id: `line-${i}`, method: "POST", url: "/v1/chat/completions", body: { model: "stories", messages: [{ role: "user", content: `Once upon a time there was a cat number ${i}` }], max_tokens: 12 } }),
+  JSON.stringify({ custom_id: `line-${i}`, method: "POST", url: "/v1/chat/completions", body: { model: "stories", messages: [{ role: "user", content: `Once upon a time there was a cat number ${i}` }], max_tokens: maxTokens } }),
 ).join("\n");
 
 /** Retries what a fault in the middle may refuse (a killed replica, the database away): the job itself must go through. */
