@@ -33,7 +33,7 @@ export const faults: Fault[] = [
   { name: "SIGHUP with a changed plan", kind: "reload", seconds: 0, begin: (t) => t.reload(plans(240)), finish: () => {} },
 ];
 
-/** When each fault starts, seconds from the start: spread over [10%, 85%] of the run, the batch starting at 30%. */
+/** When each fault starts, seconds from the start: spread over [10%, 85%] of the run (the batch is submitted 30 s before the replica is killed). */
 export function schedule(totalSeconds: number): { at: number; fault: Fault }[] {
   const span = 0.75 * totalSeconds;
   return faults.map((fault, i) => ({ at: 0.1 * totalSeconds + (i * span) / faults.length, fault }));
