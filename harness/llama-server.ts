@@ -45,9 +45,9 @@ export interface LlamaServer {
   stop(): Promise<void>;
 }
 
-/** Starts llama-server on a free loopback port and resolves once its /health says ok. */
-export async function startLlamaServer(model: string, args: string[] = []): Promise<LlamaServer> {
-  const port = await freePort();
+/** Starts llama-server on a free loopback port (or `port`: a restart) and resolves once its /health says ok. */
+export async function startLlamaServer(model: string, args: string[] = [], port?: number): Promise<LlamaServer> {
+  port ??= await freePort();
   const child = spawn(llamaServerBinary(), ["-m", model, "--host", "127.0.0.1", "--port", String(port), "--no-webui", ...args], { stdio: ["ignore", "ignore", "pipe"] });
   let log = "";
   child.stderr!.setEncoding("utf8").on("data", (d: string) => (log = (log + d).slice(-4000)));

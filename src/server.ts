@@ -1,3 +1,4 @@
+import path from "node:path";
 import { LocalConcurrency } from "./plugins/concurrency-limits.ts";
 import { RedisConcurrency } from "./plugins/rate-limit/redis-concurrency.ts";
 import { SharedRedis } from "./plugins/rate-limit/shared-redis.ts";
@@ -115,7 +116,8 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   if (tracing) closers.push(() => tracing.flush());
   const store = await openStore(config, app.log);
   closers.push(() => store.close());
-  const usage = new UsageRecorder(store, app.log);
+  // Usage is journaled in the data dir until written: a kill -9 loses none of it (issue 47).
+  const usage = new UsageRecorder(store, app.log, path.join(config.dataDir, "usage-journal"));
   closers.push(() => usage.close());
   store.health.onUnreachable(() => metrics.storeErrors.inc({ store: "database" }));
   catalog = new ModelCatalog(config.models, options.engines ?? builtInEngines(), app.log, metrics.runnerObserver, config.routes);

@@ -14,7 +14,8 @@ import { waitFor } from "./helpers/wait-for.ts";
  * Issue 36, durability: a node killed with -9 mid-batch resumes after a restart, and with two replicas on
  * PostgreSQL the survivor takes the batch over when its lease expires. Every line is in the output exactly once, the
  * lines written before the kill keep their results (they are not run again: the prompt tokens the finishing node
- * counts are exactly those of the lines it wrote), and none is lost.
+ * counts are exactly those of the lines it wrote), and none is lost. Each line is charged exactly once in the usage
+ * table (issue 47: its usage is written with its result).
  */
 const metricsToken = "Qm3vT8xLp2Rk7sWz5nYc1bHf4jDg6aEu9oKi0tNq";
 const lineCount = 40;
@@ -106,6 +107,16 @@ async function scenario(dialect: "sqlite" | "postgres", replicas: 1 | 2): Promis
     // The lines the survivor ran are exactly those not written before the kill (a line run twice would count twice).
     const expected = out.filter((l) => !before.has(l.custom_id)).reduce((n, l) => n + l.response.body.usage.prompt_tokens, 0);
     assert.equal((await promptTokensCounted(fetch, survivor.origin)) - tokensAtStart, expected, "prompt tokens of the lines run after the kill");
+    // Issue 47: each line is charged with its result, in one transaction: the lines written before the kill are
+    // charged though the node died (nothing waited in its usage buffer), the others once, by the node that ran them.
+    const charged = out.reduce((n, l) => n + l.response.body.usage.prompt_tokens, 0);
+    const usageOf = () => store.db.selectFrom("usage").select(["batch_requests", "batch_prompt_tokens"]).where("key_id", "=", key.id).execute().catch(() => []);
+    const rows = await waitFor(usageOf, (r) => r.reduce((n, x) => n + Number(x.batch_requests), 0) >= lineCount, "the batch's usage", 5_000, 100).catch(() => usageOf());
+    assert.deepEqual(
+      { requests: rows.reduce((n, x) => n + Number(x.batch_requests), 0), promptTokens: rows.reduce((n, x) => n + Number(x.batch_prompt_tokens), 0) },
+      { requests: lineCount, promptTokens: charged },
+      "the usage table charges every line once",
+    );
     await agent.close();
   } finally {
     // A node killed already has no exit to wait for (stop() waits for one unless exitCode is set).

@@ -79,6 +79,30 @@ test("issue 9.4 SIGHUP reloads the config: removed, changed and added models are
   }
 });
 
+test("issue 47 SIGHUP applies a changed plan to a key already known (and cached): its next answers carry the new limit", async () => {
+  const dir = tempDir();
+  const raw = (requests: number) => ({ dataDir: path.join(dir, "data"), logLevel: "warn", models: [], plans: { metered: { rateLimit: { requests, window: "1m" } } } });
+  const server = await spawnServer(raw(50), dir);
+  try {
+    const configFile = path.join(dir, readdirSync(dir).find((f) => f.startsWith("config-"))!);
+    const { key } = await createKey(testConfig(raw(50), configFile), { plan: "metered" });
+    const { fetch } = trustingFetch(readFileSync(path.join(dir, "data/tls/cert.pem"), "utf8"));
+    const limit = async () => {
+      const res = await requester(fetch, server.origin).get("/v1/models", { key });
+      await res.arrayBuffer();
+      return res.headers.get("x-ratelimit-limit-requests");
+    };
+    assert.equal(await limit(), "50");
+    writeFileSync(configFile, YAML.stringify(raw(70)));
+    server.child.kill("SIGHUP");
+    // Within the key cache's 500 ms (and the reload's own time), never later.
+    await waitFor(limit, (l) => l === "70", "the reloaded plan's limit", 3_000, 100);
+  } finally {
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test("issue 9.3 `serve --pull` fetches missing hub models at start with progress, then serves them", async () => {
   const dir = tempDir();
   const dataDir = path.join(dir, "data");

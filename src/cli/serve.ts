@@ -4,6 +4,7 @@ import type { Store } from "../store/store.ts";
 import { buildServer, type Server } from "../server.ts";
 import type { RunnerStats } from "../scheduler/runner-types.ts";
 import { loadConfig } from "../config/load-config.ts";
+import { reloadPlans } from "../config/reload-plans.ts";
 import { parseOptions } from "./args.ts";
 import type { CliContext, Command, CommandResult } from "./command.ts";
 import type { AppConfig } from "../config/app-config.ts";
@@ -49,7 +50,7 @@ function describeModels(config: AppConfig, stats: { id: string; state: string; e
 }
 
 const usage = `usage: modelgate serve [--host H] [--port P] [--pull] [--config FILE] [--data-dir DIR] [--json]
-  Starts the HTTPS API and runs until SIGTERM or SIGINT; SIGHUP reloads the models from the config file.
+  Starts the HTTPS API and runs until SIGTERM or SIGINT; SIGHUP reloads the models, routes and plans from the config file.
 
 options:
   --host H   address to bind (default: server.host, 127.0.0.1)
@@ -150,6 +151,7 @@ export const serveCommand: Command = {
         try {
           const next = loadConfig(config.configFile, builtInEngines(), overrides);
           void server.ctx.catalog.reload(next.models, next.routes);
+          reloadPlans(server.ctx.config, next, server.app.log);
           server.app.log.info("configuration reloaded");
         } catch (err) {
           server.app.log.error({ err }, "configuration reload failed; keeping the running configuration");

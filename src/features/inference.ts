@@ -79,7 +79,7 @@ export async function runInference<E extends EnginePort, P, R>(ctx: AppContext, 
 function recordUsage(ctx: AppContext, request: RequestContext, model: string, usage: TokenAmount, held: Lease | null, span: Span): void {
   held?.charge(usage.promptTokens + usage.completionTokens - held.charged);
   span.setAttributes({ "gen_ai.usage.input_tokens": usage.promptTokens, "gen_ai.usage.output_tokens": usage.completionTokens });
-  ctx.usage.record({ keyId: request.auth.keyId, accountId: request.auth.accountId, model, endpoint: request.endpoint, ...usage, batch: request.priority === "batch" });
+  (request.usage ?? ctx.usage).record({ keyId: request.auth.keyId, accountId: request.auth.accountId, model, endpoint: request.endpoint, ...usage, batch: request.priority === "batch" });
   ctx.metrics.tokens(model, request.auth.accountId, usage.promptTokens, usage.completionTokens);
   if (request.outcome) Object.assign(request.outcome, { promptTokens: usage.promptTokens, completionTokens: usage.completionTokens });
 }

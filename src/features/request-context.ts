@@ -3,6 +3,7 @@ import type { AuthContext } from "../auth/auth-context.ts";
 import type { Endpoint } from "../config/config.schema.ts";
 import type { RequestOutcome } from "../http/request-outcome.ts";
 import { requestSignal } from "../http/request-signal.ts";
+import type { AppContext } from "../app-context.ts";
 import type { Priority } from "../scheduler/runner-types.ts";
 
 declare module "fastify" {
@@ -41,6 +42,11 @@ export interface RequestContext {
   responseStarted?(): boolean;
   /** The catalog entry the request runs on, set when the model it named is a route (features/routing.ts). */
   target?: string;
+  /**
+   * Where the request's usage goes instead of the node's usage recorder: the batch runner keeps a line's, to write
+   * it with the line's result in one transaction (issue 47: charged exactly once, whenever the node dies).
+   */
+  usage?: Pick<AppContext["usage"], "record">;
 }
 
 /**

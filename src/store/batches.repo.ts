@@ -2,6 +2,7 @@ import { sql, type Kysely, type Selectable } from "kysely";
 import type { Database } from "./schema.ts";
 import type { FileRecord } from "./files.repo.ts";
 import { FilesRepo } from "./files.repo.ts";
+import { addUsageRows, type UsageDelta } from "./usage.repo.ts";
 
 export type BatchStatus = "validating" | "in_progress" | "finalizing" | "completed" | "failed" | "expired" | "cancelling" | "cancelled";
 
@@ -279,11 +280,12 @@ export class BatchesRepo {
   }
 
   /**
-   * Writes a line's result and marks it done (or failed) in one transaction with the batch's counters, while the
-   * lease is ours. "written"; "already-done" when the line was written before (nothing changes); "lease-lost" when
-   * another node holds the batch now (nothing is written: that node runs the line).
+   * Writes a line's result and marks it done (or failed) in one transaction with the batch's counters and the
+   * line's usage, while the lease is ours: a line is charged exactly when its result is written, whenever a node
+   * dies. "written"; "already-done" when the line was written before (nothing changes); "lease-lost" when another
+   * node holds the batch now (nothing is written: that node runs the line, and charges it).
    */
-  async complete(id: string, owner: string, line: number, outcome: "done" | "error", result: string, counted = true): Promise<"written" | "already-done" | "lease-lost"> {
+  async complete(id: string, owner: string, line: number, outcome: "done" | "error", result: string, counted = true, usage: UsageDelta[] = []): Promise<"written" | "already-done" | "lease-lost"> {
     try {
       await this.db.transaction().execute(async (trx) => {
         const counters = !counted ? {} : outcome === "done" ? { completed: sql<number>`completed + 1` } : { failed: sql<number>`failed + 1` };
@@ -302,6 +304,7 @@ export class BatchesRepo {
           .where("state", "=", "pending")
           .executeTakeFirst();
         if (Number(written.numUpdatedRows) === 0) throw new Rollback("already-done");
+        await addUsageRows(trx, usage);
       });
       return "written";
     } catch (err) {

@@ -50,6 +50,43 @@ export const batchIdRetentionMs = 30 * 24 * 3_600_000;
 /** Batches come every couple of seconds per replica: about one in a thousand also prunes old ids. */
 const pruneChance = 0.001;
 
+/**
+ * Adds usage rows (upsert per key, model, endpoint and day) inside the caller's transaction: the usage recorder's
+ * batches, and a batch line's usage with its result (batches.repo.ts).
+ */
+export async function addUsageRows(trx: Kysely<Database>, deltas: UsageDelta[]): Promise<void> {
+  for (const d of deltas) {
+    await trx
+      .insertInto("usage")
+      .values({
+        key_id: d.keyId,
+        account_id: d.accountId,
+        model: d.model,
+        endpoint: d.endpoint,
+        day: d.day,
+        requests: d.requests,
+        prompt_tokens: d.promptTokens,
+        completion_tokens: d.completionTokens,
+        batch_requests: d.batchRequests ?? 0,
+        batch_prompt_tokens: d.batchPromptTokens ?? 0,
+        batch_completion_tokens: d.batchCompletionTokens ?? 0,
+        cached_requests: d.cachedRequests ?? 0,
+      })
+      .onConflict((oc) =>
+        oc.columns(["key_id", "model", "endpoint", "day"]).doUpdateSet({
+          requests: sql`usage.requests + excluded.requests`,
+          prompt_tokens: sql`usage.prompt_tokens + excluded.prompt_tokens`,
+          completion_tokens: sql`usage.completion_tokens + excluded.completion_tokens`,
+          batch_requests: sql`usage.batch_requests + excluded.batch_requests`,
+          batch_prompt_tokens: sql`usage.batch_prompt_tokens + excluded.batch_prompt_tokens`,
+          batch_completion_tokens: sql`usage.batch_completion_tokens + excluded.batch_completion_tokens`,
+          cached_requests: sql`usage.cached_requests + excluded.cached_requests`,
+        }),
+      )
+      .execute();
+  }
+}
+
 export class UsageRepo {
   constructor(private readonly db: Kysely<Database>) {}
 
@@ -68,36 +105,7 @@ export class UsageRepo {
         .onConflict((oc) => oc.column("id").doNothing())
         .executeTakeFirst();
       if (Number(recorded.numInsertedOrUpdatedRows ?? 0n) === 0) return false;
-      for (const d of deltas) {
-        await trx
-          .insertInto("usage")
-          .values({
-            key_id: d.keyId,
-            account_id: d.accountId,
-            model: d.model,
-            endpoint: d.endpoint,
-            day: d.day,
-            requests: d.requests,
-            prompt_tokens: d.promptTokens,
-            completion_tokens: d.completionTokens,
-            batch_requests: d.batchRequests ?? 0,
-            batch_prompt_tokens: d.batchPromptTokens ?? 0,
-            batch_completion_tokens: d.batchCompletionTokens ?? 0,
-            cached_requests: d.cachedRequests ?? 0,
-          })
-          .onConflict((oc) =>
-            oc.columns(["key_id", "model", "endpoint", "day"]).doUpdateSet({
-              requests: sql`usage.requests + excluded.requests`,
-              prompt_tokens: sql`usage.prompt_tokens + excluded.prompt_tokens`,
-              completion_tokens: sql`usage.completion_tokens + excluded.completion_tokens`,
-              batch_requests: sql`usage.batch_requests + excluded.batch_requests`,
-              batch_prompt_tokens: sql`usage.batch_prompt_tokens + excluded.batch_prompt_tokens`,
-              batch_completion_tokens: sql`usage.batch_completion_tokens + excluded.batch_completion_tokens`,
-              cached_requests: sql`usage.cached_requests + excluded.cached_requests`,
-            }),
-          )
-          .execute();
-      }
+      await addUsageRows(trx, deltas);
       if (Math.random() < pruneChance) {
         const cutoff = new Date(writtenAt.getTime() - batchIdRetentionMs).toISOString();
         await trx.deleteFrom("usage_batches").where("written_at", "<", cutoff).execute();

@@ -9,6 +9,7 @@ import { toAppError } from "../../errors/to-app-error.ts";
 import { freshOutcome } from "../../http/request-outcome.ts";
 import type { BatchLine, BatchRecord } from "../../store/batches.repo.ts";
 import type { Store } from "../../store/store.ts";
+import type { UsageEvent } from "../../store/usage-sink.ts";
 import { isStoreBusy, isStoreUnreachable } from "../../store/store-health.ts";
 import { completeChat } from "../chat/chat.service.ts";
 import type { ChatCompletionRequest } from "../chat/chat.schema.ts";
@@ -45,6 +46,8 @@ export interface LineResult {
   counted: boolean;
   /** The tokens it was charged (prompt and completion), for the account's share of the node's batches. */
   tokens: number;
+  /** Its usage, written with its result in one transaction (batches.repo.ts `complete`), not through the recorder. */
+  usage: UsageEvent[];
 }
 
 const sleep = (ms: number, signal: AbortSignal) =>
@@ -89,6 +92,7 @@ export class LineRunner {
       const timers: NodeJS.Timeout[] = [];
       // Filled by the service with the tokens charged, once the line ran (features/inference.ts).
       const outcome = freshOutcome(0);
+      const usage: UsageEvent[] = [];
       const tokens = () => (outcome.promptTokens ?? 0) + (outcome.completionTokens ?? 0);
       let status: number;
       let body: unknown;
@@ -111,6 +115,7 @@ export class LineRunner {
           outcome,
           headers: {},
           priority: "batch",
+          usage: { record: (event) => usage.push(event) },
         };
         const parsed = JSON.parse(line.body) as unknown;
         body = endpoint === "chat" ? await completeChat(this.ctx, request, parsed as ChatCompletionRequest) : await createEmbeddings(this.ctx, request, parsed as EmbeddingsRequest);
@@ -120,7 +125,7 @@ export class LineRunner {
         if (reason) {
           const ran = outcome.promptTokens !== null;
           if (!ran || (reason !== "cancel" && reason !== "expire")) return null;
-          return { state: "error", result: endedLine(line.customId, reason === "cancel" ? "cancelled" : "expired", true), counted: true, tokens: tokens() };
+          return { state: "error", result: endedLine(line.customId, reason === "cancel" ? "cancelled" : "expired", true), counted: true, tokens: tokens(), usage };
         }
         // The database did not answer (a stall, a full pool, an outage): that is no answer to the line. Its reads
         // all come before the model runs (the key, the budget), so running the line again never runs it twice.
@@ -140,7 +145,7 @@ export class LineRunner {
         for (const timer of timers) clearTimeout(timer);
       }
       const result = JSON.stringify({ id: newId("batch_req_"), custom_id: line.customId, response: { status_code: status, request_id: requestId, body }, error: null });
-      return { state: status === 200 ? "done" : "error", result, counted: true, tokens: tokens() };
+      return { state: status === 200 ? "done" : "error", result, counted: true, tokens: tokens(), usage };
     }
   }
 

@@ -6,6 +6,7 @@ import { sharedDeployment } from "../../auth/effective-limits.ts";
 import { ClientDisconnected, WorkRequeued } from "../../errors/aborts.ts";
 import type { BatchLine, BatchRecord, ServedKeys } from "../../store/batches.repo.ts";
 import type { Store } from "../../store/store.ts";
+import { usageDeltas } from "../../store/usage-recorder.ts";
 import { BatchCancelBus } from "./batch-cancel-bus.ts";
 import { endpointOfBatch, newId } from "./batch-access.ts";
 import { endedLine, LineRunner, type StopReason } from "./batch-line.ts";
@@ -277,7 +278,7 @@ export class BatchRunner {
     const endpoint = endpointOfBatch[batch.endpoint as BatchEndpoint];
     const ok = ended.state === "done";
     const write = this.store.batches
-      .complete(batch.id, this.owner, line.line, ended.state, ended.result, ended.counted)
+      .complete(batch.id, this.owner, line.line, ended.state, ended.result, ended.counted, usageDeltas(ended.usage))
       .then((written) => {
         if (written === "lease-lost") this.halt(work, "lost");
         else if (written === "written") this.ctx.metrics.batchLines.inc({ endpoint, outcome: ok ? "completed" : "failed" });

@@ -84,6 +84,12 @@ end
 return 1
 `;
 
+/** Adds to a seeded bucket that Redis still holds (one not held is seeded again from the usage table, which has it). */
+const oweScript = `
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HINCRBY', KEYS[1], 'u', ARGV[1]) end
+return 1
+`;
+
 const keyOf = (bucket: string) => `modelgate:tok:${bucket}`;
 
 /** A seeded period's bucket outlives the period by this much, so settles of requests that straddle its end land. */
@@ -101,14 +107,21 @@ export class RedisTokenStore implements TokenStore {
   private readonly fallback = new MemoryTokenStore();
   /** What Redis last said of each rolling window (used, when it ends), for the fallback to start from. */
   private readonly seen = new LastSeen<{ used: number; until: number }>();
+  /**
+   * Issue 47: what this replica counted in seeded periods (quotas, budgets) while Redis was away, added to Redis
+   * once it answers again, so a day's counter still equals the day's usage after an outage. Rolling windows are
+   * left to close.
+   */
+  private readonly owed = new Map<string, number>();
 
   constructor(private readonly shared: SharedRedis) {
-    shared.defineScripts({ mgTokReserve: { lua: reserveScript }, mgTokSettle: { lua: settleScript }, mgTokSeed: { numberOfKeys: 1, lua: seedScript } });
+    shared.defineScripts({ mgTokReserve: { lua: reserveScript }, mgTokSettle: { lua: settleScript }, mgTokSeed: { numberOfKeys: 1, lua: seedScript }, mgTokOwe: { numberOfKeys: 1, lua: oweScript } });
   }
 
   reserve(hits: AmountHit[]): Promise<ReserveOutcome> {
     return this.shared.guarded(
       async () => {
+        await this.payOwed();
         const outcome = await this.reserveShared(hits);
         if (!outcome.missing) this.remember(hits, outcome.results);
         return outcome;
@@ -118,9 +131,29 @@ export class RedisTokenStore implements TokenStore {
           const seen = h.windowMs !== undefined ? this.seen.get(h.bucket) : undefined;
           if (seen) this.fallback.adopt(h.bucket, seen.used, seen.until);
         }
-        return this.fallback.reserveSync(hits);
+        const outcome = this.fallback.reserveSync(hits);
+        if (!outcome.missing && outcome.taken) for (const h of hits) if (h.windowMs === undefined) this.owe(h.bucket, h.amount);
+        return outcome;
       },
     );
+  }
+
+  private owe(bucket: string, amount: number): void {
+    this.owed.set(bucket, (this.owed.get(bucket) ?? 0) + amount);
+  }
+
+  /** Adds what is owed to Redis, each bucket once (one that fails stays owed). */
+  private async payOwed(): Promise<void> {
+    for (const [bucket, amount] of this.owed) {
+      this.owed.delete(bucket);
+      if (amount === 0) continue;
+      try {
+        await this.shared.script("mgTokOwe", keyOf(bucket), amount);
+      } catch (err) {
+        this.owe(bucket, amount);
+        throw err;
+      }
+    }
   }
 
   private async reserveShared(hits: AmountHit[]): Promise<ReserveOutcome> {
@@ -153,8 +186,15 @@ export class RedisTokenStore implements TokenStore {
     const live = settles.filter((s) => s.delta !== 0);
     if (live.length === 0) return Promise.resolve();
     return this.shared.bestEffort(
-      () => this.shared.script("mgTokSettle", live.length, ...live.map((s) => keyOf(s.bucket)), ...live.flatMap((s) => [s.delta, s.windowId])),
-      () => this.fallback.settleSync(live),
+      async () => {
+        await this.payOwed();
+        await this.shared.script("mgTokSettle", live.length, ...live.map((s) => keyOf(s.bucket)), ...live.flatMap((s) => [s.delta, s.windowId]));
+      },
+      () => {
+        this.fallback.settleSync(live);
+        // A seeded period's settle ("" names it in both stores) is owed to Redis too, whichever store reserved it.
+        for (const s of live) if (s.windowId === "") this.owe(s.bucket, s.delta);
+      },
     );
   }
 

@@ -1,0 +1,108 @@
+import { appendFileSync, readdirSync, writeFileSync } from "node:fs";
+import { Agent } from "undici";
+import type { Topology } from "./topology.ts";
+import { metricsToken } from "./topology.ts";
+
+/** One replica's sample: memory, event loop, descriptors and handles, and its answers per second by status since the last. */
+export interface Sample {
+  t: number;
+  replica: number;
+  pid: number;
+  rss: number;
+  heapUsed: number;
+  external: number;
+  heapAfterGc: number;
+  rssAfterGc: number;
+  loopP99Ms: number;
+  fds: number;
+  handles: number;
+  /** Answers per second since the previous sample of the same process, by status ("200": 12.3). */
+  rps: Record<string, number>;
+}
+
+export const sampleColumns = ["t", "replica", "pid", "rss", "heapUsed", "external", "heapAfterGc", "rssAfterGc", "loopP99Ms", "fds", "handles", "rps"] as const;
+
+/** A metric's value (the sum over its series when it has labels), from Prometheus text. */
+function metric(text: string, name: string): number {
+  let sum = 0;
+  for (const line of text.split("\n")) if (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) sum += Number(line.slice(line.lastIndexOf(" ") + 1));
+  return sum;
+}
+
+function requestsByStatus(text: string): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const line of text.split("\n")) {
+    if (!line.startsWith("modelgate_requests_total{")) continue;
+    const status = /status="(\d+)"/.exec(line)?.[1] ?? "?";
+    counts[status] = (counts[status] ?? 0) + Number(line.slice(line.lastIndexOf(" ") + 1));
+  }
+  return counts;
+}
+
+function openFds(pid: number): number {
+  try {
+    return readdirSync(`/proc/${pid}/fd`).length;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** Samples every replica every `everyMs` through its own /metrics (the metrics token), into `csvFile`. */
+export class Sampler {
+  readonly samples: Sample[] = [];
+  private readonly last = new Map<number, { t: number; counts: Record<string, number> }>();
+  private readonly agent: Agent;
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly topology: Topology,
+    private readonly csvFile: string,
+    ca: string,
+  ) {
+    this.agent = new Agent({ connect: { ca } });
+    writeFileSync(csvFile, sampleColumns.join(",") + "\n");
+  }
+
+  start(everyMs = 10_000): void {
+    void this.sampleAll();
+    this.timer = setInterval(() => void this.sampleAll(), everyMs);
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    await this.sampleAll();
+    await this.agent.close();
+  }
+
+  async sampleAll(): Promise<void> {
+    await Promise.all(this.topology.replicas.map((replica, index) => this.sampleOne(index, replica.origin, replica.child.pid!).catch(() => {})));
+  }
+
+  private async sampleOne(replica: number, origin: string, pid: number): Promise<void> {
+    const res = await fetch(`${origin}/metrics`, { headers: { authorization: `Bearer ${metricsToken}` }, dispatcher: this.agent } as RequestInit);
+    const text = await res.text();
+    const t = Date.now();
+    const counts = requestsByStatus(text);
+    const before = this.last.get(pid);
+    const rps: Record<string, number> = {};
+    if (before) for (const [status, n] of Object.entries(counts)) rps[status] = (n - (before.counts[status] ?? 0)) / ((t - before.t) / 1000);
+    this.last.set(pid, { t, counts });
+    const sample: Sample = {
+      t,
+      replica,
+      pid,
+      rss: metric(text, "modelgate_process_resident_memory_bytes"),
+      heapUsed: metric(text, "modelgate_nodejs_heap_size_used_bytes"),
+      external: metric(text, "modelgate_nodejs_external_memory_bytes"),
+      heapAfterGc: metric(text, "modelgate_heap_used_after_major_gc_bytes"),
+      rssAfterGc: metric(text, "modelgate_rss_after_major_gc_bytes"),
+      loopP99Ms: metric(text, "modelgate_nodejs_eventloop_lag_p99_seconds") * 1000,
+      fds: openFds(pid),
+      handles: metric(text, "modelgate_nodejs_active_handles_total"),
+      rps,
+    };
+    this.samples.push(sample);
+    const cells = sampleColumns.map((c) => (c === "rps" ? Object.entries(rps).map(([s, v]) => `${s}:${v.toFixed(2)}`).join(" ") : String(sample[c])));
+    appendFileSync(this.csvFile, cells.join(",") + "\n");
+  }
+}

@@ -1,0 +1,43 @@
+import { constants, PerformanceObserver } from "node:perf_hooks";
+import { Gauge, type Registry } from "prom-client";
+
+/** Heap used and RSS read just after the last major (mark-sweep-compact) GC: the memory that is really held. */
+const afterMajorGc = { heapUsed: 0, rss: 0 };
+let observer: PerformanceObserver | null = null;
+
+/** One observer per process, whatever the number of servers in it (tests build many). */
+function observeGc(): void {
+  if (observer) return;
+  observer = new PerformanceObserver((list) => {
+    const major = list.getEntries().some((e) => (e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR);
+    if (!major) return;
+    const memory = process.memoryUsage();
+    afterMajorGc.heapUsed = memory.heapUsed;
+    afterMajorGc.rss = memory.rss;
+  });
+  observer.observe({ entryTypes: ["gc"] });
+}
+
+/**
+ * `modelgate_heap_used_after_major_gc_bytes` and `modelgate_rss_after_major_gc_bytes` (0 until the first major GC):
+ * a leak shows as a rising floor, which heap used alone hides under garbage not yet collected (issue 47).
+ */
+export function registerAfterGcGauges(registry: Registry): void {
+  observeGc();
+  new Gauge({
+    name: "modelgate_heap_used_after_major_gc_bytes",
+    help: "V8 heap used just after the last major (mark-sweep-compact) garbage collection",
+    registers: [registry],
+    collect() {
+      this.set(afterMajorGc.heapUsed);
+    },
+  });
+  new Gauge({
+    name: "modelgate_rss_after_major_gc_bytes",
+    help: "Resident set size just after the last major garbage collection",
+    registers: [registry],
+    collect() {
+      this.set(afterMajorGc.rss);
+    },
+  });
+}
