@@ -31,6 +31,11 @@ function typeOf(status: number): string {
 export function toAnthropicError(err: AppError): { status: number; body: AnthropicEnvelope } {
   const status = statusOf(err.status);
   const overflow = err.overflow;
-  const message = overflow ? `prompt is too long: ${overflow.promptTokens} tokens > ${overflow.window} maximum` : err.message;
+  // Anthropic's envelope has no param: the field leads the message, as in Anthropic's own ("messages.0.content: …").
+  const message = overflow
+    ? `prompt is too long: ${overflow.promptTokens} tokens > ${overflow.window} maximum`
+    : err.param !== null && !err.message.includes(err.param)
+      ? `${err.param}: ${err.message}`
+      : err.message;
   return { status, body: { type: "error", error: { type: typeOf(status), message } } };
 }
