@@ -244,7 +244,9 @@ test("issue 44.1 AI SDK (@ai-sdk/anthropic): generateText and streamText", async
 test("issue 44.1 nothing differs by door: a message is charged as the same chat completion", async () => {
   const a = await srv.createKey();
   const b = await srv.createKey();
-  const message = await srv.anthropic(a.key).messages.create({ model: "stories", max_tokens: 15, temperature: 0, system: "Be brief.", messages: [{ role: "user", content: "Once upon a time" }] });
+  // temperature is Anthropic's parameter, though this SDK's types no longer list it.
+  const body = { model: "stories", max_tokens: 15, temperature: 0, system: "Be brief.", messages: [{ role: "user" as const, content: "Once upon a time" }] };
+  const message = await srv.anthropic(a.key).messages.create(body);
   const chat = await srv.openai(b.key).chat.completions.create({ model: "stories", max_tokens: 15, temperature: 0, messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Once upon a time" }] });
   assert.equal(message.usage.input_tokens, chat.usage!.prompt_tokens);
   assert.equal(message.usage.output_tokens, chat.usage!.completion_tokens);
