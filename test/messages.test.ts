@@ -304,3 +304,14 @@ test("issue 44.1 stream: pings while waiting, then an error after the start is o
     await app.close();
   }
 });
+
+test("issue 44.1 stop_sequences: the one that ended the message is stop_reason stop_sequence with its text, streamed and not", async () => {
+  const body = { model: "stories", max_tokens: 60, temperature: 0, stop_sequences: ["zzz", "little"], messages: [{ role: "user" as const, content: "Once upon a time" }] };
+  const message = await client.messages.create(body);
+  assert.equal(message.stop_reason, "stop_sequence", JSON.stringify(message));
+  assert.equal(message.stop_sequence, "little");
+  assert.ok(message.content[0]!.type === "text" && !message.content[0]!.text.includes("little"));
+  const final = await client.messages.stream(body).finalMessage();
+  assert.equal(final.stop_reason, "stop_sequence");
+  assert.equal(final.stop_sequence, "little");
+});

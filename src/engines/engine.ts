@@ -81,7 +81,8 @@ export type ChatDelta =
   | { type: "reasoning"; text: string }
   /** The first delta of a call has id and name; later ones only argument fragments. */
   | { type: "tool_call"; index: number; id?: string; name?: string; arguments: string }
-  | { type: "done"; finishReason: FinishReason; usage: Usage };
+  /** `stopSequence`: the request's stop string that ended the generation, where the engine says which one did. */
+  | { type: "done"; finishReason: FinishReason; usage: Usage; stopSequence?: string };
 
 /**
  * A raw-prompt completion (/v1/completions): the prompt is the prompt, no chat template is applied, and the text of

@@ -100,10 +100,12 @@ export async function* chatOnSequence(run: ChatRun): AsyncIterable<ChatDelta> {
             : reason === "functionCalls" || (result.functionCalls?.length ?? 0) > 0
               ? "tool_calls"
               : "stop";
+        const trigger = result.metadata.stopReason === "customStopTrigger" ? result.metadata.customStopTrigger : null;
         queue.push({
           type: "done",
           finishReason,
           usage: { promptTokens: run.promptTokens, completionTokens: sequence.tokenMeter.usedOutputTokens - startTokens },
+          ...(trigger ? { stopSequence: trigger.filter((part) => typeof part === "string").join("") } : {}),
         });
         queue.end();
       },

@@ -9,9 +9,10 @@ export function newId(prefix: "msg" | "toolu"): string {
   return `${prefix}_${randomUUID().replaceAll("-", "")}`;
 }
 
-/** Our finish reason in Anthropic's terms. */
-export function stopReasonOf(reason: FinishReason): StopReason {
-  return reason === "length" ? "max_tokens" : reason === "tool_calls" ? "tool_use" : "end_turn";
+/** How the generation ended, in Anthropic's terms: a stop string is `stop_sequence` when the engine said which. */
+export function stopOf(reason: FinishReason, output: Accumulator): { stop_reason: StopReason; stop_sequence: string | null } {
+  if (reason === "stop" && output.stopSequence !== null) return { stop_reason: "stop_sequence", stop_sequence: output.stopSequence };
+  return { stop_reason: reason === "length" ? "max_tokens" : reason === "tool_calls" ? "tool_use" : "end_turn", stop_sequence: null };
 }
 
 /**
@@ -63,15 +64,13 @@ export function toolUseId(callId: string): string {
 
 /** The whole message of a finished generation. */
 export function messageOf(id: string, model: string, output: Accumulator): MessageObject {
-  const reason = output.finishReason ?? "stop";
   return {
     id,
     type: "message",
     role: "assistant",
     model,
     content: contentOf(output),
-    stop_reason: stopReasonOf(reason),
-    stop_sequence: null,
+    ...stopOf(output.finishReason ?? "stop", output),
     usage: usageOf(output.promptTokens, output.completionTokens),
   };
 }

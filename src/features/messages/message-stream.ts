@@ -5,7 +5,7 @@ import type { FailureFrame, SseStream, StreamEvent } from "../../http/sse.ts";
 import type { Accumulator } from "../generation/accumulator.ts";
 import type { ChatStreamWriter } from "../generation/run-chat.ts";
 import type { OutputDelta } from "../generation/stream-batcher.ts";
-import { signatureOf, stopReasonOf, toolInput, toolUseId, usageOf } from "./message-object.ts";
+import { signatureOf, stopOf, toolInput, toolUseId, usageOf } from "./message-object.ts";
 
 /** The block being streamed, with what it has received so far. */
 type OpenBlock = { type: "text" | "thinking"; text: string } | { type: "tool_use"; name: string; json: string };
@@ -68,7 +68,7 @@ export class MessageStreamWriter implements ChatStreamWriter {
     if (this.index < 0) this.openBlock({ type: "text", text: "" }, { type: "text", text: "" });
     this.closeBlock();
     const usage = usageOf(output.promptTokens, output.completionTokens);
-    this.emit("message_delta", { delta: { stop_reason: stopReasonOf(reason), stop_sequence: null }, usage });
+    this.emit("message_delta", { delta: stopOf(reason, output), usage });
     this.emit("message_stop", {});
     this.sse!.close();
   }
