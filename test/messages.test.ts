@@ -315,3 +315,19 @@ test("issue 44.1 stop_sequences: the one that ended the message is stop_reason s
   assert.equal(final.stop_reason, "stop_sequence");
   assert.equal(final.stop_sequence, "little");
 });
+
+test("issue 44.1 a model without tools answers Claude Code's requests (its tools left out, the calls in its history kept); a forced call is still the capability 400", async () => {
+  const conversation: Anthropic.MessageParam[] = [
+    { role: "user", content: "Weather in Paris?" },
+    { role: "assistant", content: [{ type: "tool_use", id: "toolu_1", name: "get_weather", input: { city: "Paris" } }] },
+    { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: "21 degrees", is_error: false }, { type: "text", text: "And then?" }] },
+  ];
+  const message = await client.messages.create({ model: "stories", max_tokens: 5, tools: [weather], messages: conversation });
+  assert.equal(message.content[0]!.type, "text");
+  const counted = await client.messages.countTokens({ model: "stories", tools: [weather], messages: conversation });
+  assert.equal(counted.input_tokens, message.usage.input_tokens);
+  const forced = await post("/v1/messages", { model: "stories", max_tokens: 5, tools: [weather], tool_choice: { type: "any" }, messages: conversation });
+  const error = await anthropicErrorOf(forced);
+  assert.equal(error.status, 400);
+  assert.match(error.message, /^tools: /);
+});
