@@ -331,3 +331,24 @@ test("issue 44.1 a model without tools answers Claude Code's requests (its tools
   assert.equal(error.status, 400);
   assert.match(error.message, /^tools: /);
 });
+
+test("issue 44.1 a tool's input_schema guides the call unless strict: keywords the grammar cannot enforce are dropped, and refused naming them with strict: true", async () => {
+  const bounded = { name: "set_volume", input_schema: { type: "object" as const, properties: { level: { type: "integer", minimum: 0, maximum: 10 }, unit: { type: "string", pattern: "^db$" } }, required: ["level"] } };
+  const call = await client.messages.create({ model: "tools", max_tokens: 100, tools: [bounded], tool_choice: { type: "tool", name: "set_volume" }, messages: [{ role: "user", content: "Louder" }] });
+  const use = call.content.find((b) => b.type === "tool_use");
+  assert.ok(use && use.type === "tool_use" && Number.isInteger((use.input as { level: number }).level), JSON.stringify(call.content));
+  const strict = await post("/v1/messages/count_tokens", { model: "tools", tools: [{ ...bounded, strict: true }], tool_choice: { type: "any" }, messages: [{ role: "user", content: "Louder" }] });
+  const error = await anthropicErrorOf(strict);
+  assert.equal(error.status, 400);
+  assert.match(error.message, /^tools\[0\]\.input_schema\.properties\.level\.minimum: /);
+});
+
+test("issue 44.1 a call that max_tokens cuts short: left out of the message (stop_reason max_tokens), streamed as far as it went", async () => {
+  const body = { model: "tools", max_tokens: 3, tools: [weather], tool_choice: { type: "tool" as const, name: "get_weather" }, messages: [{ role: "user" as const, content: "Weather in Paris?" }] };
+  const message = await client.messages.create(body);
+  assert.equal(message.stop_reason, "max_tokens");
+  assert.ok(message.content.every((b) => b.type !== "tool_use"), JSON.stringify(message.content));
+  const events = parseNamedSse(await (await post("/v1/messages", { ...body, stream: true })).text()).filter((e) => e.type !== "ping");
+  assert.deepEqual(events.slice(-3).map((e) => e.type), ["content_block_stop", "message_delta", "message_stop"]);
+  assert.equal(events.at(-2)!.delta.stop_reason, "max_tokens");
+});

@@ -25,6 +25,13 @@ export interface ToolDefinition {
   name: string;
   description?: string;
   parameters?: Record<string, unknown>;
+  /** Where the parameters' schema is in the request, for a 400 about it (chat's `tools[i].function.parameters` by default). */
+  parametersParam?: string;
+  /**
+   * The schema guides the call and is not a contract (Anthropic's tools without `strict: true`): a keyword an
+   * engine's grammar cannot enforce (`minimum`, `pattern`, …) is dropped instead of refused.
+   */
+  looseParameters?: boolean;
 }
 
 export interface JsonSchemaFormat {

@@ -46,12 +46,27 @@ export function usageOf(promptTokens: number, completionTokens: number): Message
   return { input_tokens: promptTokens, output_tokens: completionTokens, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 };
 }
 
-/** The blocks of a finished generation, in the order a model produces them: thought, text, calls. */
+/** Whether a call's arguments are a JSON object (a call cut short by max_tokens is not). */
+function parses(args: string): boolean {
+  try {
+    toolInput("", args);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The blocks of a finished generation, in the order a model produces them: thought, text, calls. A call that
+ * max_tokens cut short is left out (stop_reason max_tokens says why); any other that does not parse is an error.
+ */
 export function contentOf(output: Accumulator): ContentBlock[] {
   const blocks: ContentBlock[] = [];
+  const cut = output.finishReason === "length";
+  const calls = output.toolCalls.filter((call, i) => !(cut && i === output.toolCalls.length - 1 && !parses(call.function.arguments)));
   if (output.reasoning.length > 0) blocks.push({ type: "thinking", thinking: output.reasoning, signature: signatureOf(output.reasoning) });
-  if (output.content.length > 0 || output.toolCalls.length === 0) blocks.push({ type: "text", text: output.content });
-  for (const call of output.toolCalls) {
+  if (output.content.length > 0 || calls.length === 0) blocks.push({ type: "text", text: output.content });
+  for (const call of calls) {
     blocks.push({ type: "tool_use", id: toolUseId(call.id), name: call.function.name, input: toolInput(call.function.name, call.function.arguments) });
   }
   return blocks;

@@ -124,7 +124,14 @@ function toTools(tools: ToolParam[] | undefined): { tools: ToolDefinition[]; ser
   (tools ?? []).forEach((tool, i) => {
     if (tool.type !== undefined && tool.type !== "custom") return;
     served.push(i);
-    definitions.push({ name: tool.name, description: tool.description, parameters: tool.input_schema ?? { type: "object", properties: {} } });
+    definitions.push({
+      name: tool.name,
+      description: tool.description,
+      parameters: tool.input_schema ?? { type: "object", properties: {} },
+      parametersParam: `tools[${i}].input_schema`,
+      // Anthropic guarantees a tool's schema only with strict: true; without it, the schema guides the call.
+      looseParameters: tool.strict !== true,
+    });
   });
   return { tools: definitions, served };
 }
