@@ -61,7 +61,7 @@ test("issue 44.1 messages.create (@anthropic-ai/sdk): a message object with text
   assert.ok(["end_turn", "max_tokens"].includes(message.stop_reason!));
   assert.equal(message.stop_sequence, null);
   assert.ok(message.usage.input_tokens > 0 && message.usage.output_tokens > 0);
-  assert.equal(message.usage.cache_read_input_tokens, 0);
+  assert.equal(typeof message.usage.cache_read_input_tokens, "number");
   assert.equal(message.usage.cache_creation_input_tokens, 0);
   if (message.usage.output_tokens === 20) assert.equal(message.stop_reason, "max_tokens");
   const rows = await usageRows(srv.server, srv.config, accountId, keyId);
@@ -115,7 +115,7 @@ test("issue 44.1 tools (@anthropic-ai/sdk): a forced call is a tool_use block wi
   const second = await client.messages.create({ model: "tools", max_tokens: 10, tools: [weather], tool_choice: { type: "none" }, messages: conversation });
   assert.ok(second.content.some((b) => b.type === "text"));
   const counted = await client.messages.countTokens({ model: "tools", tools: [weather], tool_choice: { type: "none" }, messages: conversation });
-  assert.equal(counted.input_tokens, second.usage.input_tokens, "count_tokens counts what the message's prompt was");
+  assert.equal(counted.input_tokens, second.usage.input_tokens + second.usage.cache_read_input_tokens!, "count_tokens counts what the message's prompt was");
   const alone = await client.messages.countTokens({ model: "tools", tools: [weather], tool_choice: { type: "none" }, messages: [{ role: "user", content: "Weather in Paris?" }] });
   assert.ok(counted.input_tokens > alone.input_tokens + 10, "the call and its result are in the prompt");
 
@@ -253,13 +253,21 @@ test("issue 44.1 nothing differs by door: a message is charged as the same chat 
   const body = { model: "stories", max_tokens: 15, temperature: 0, system: "Be brief.", messages: [{ role: "user" as const, content: "Once upon a time" }] };
   const message = await srv.anthropic(a.key).messages.create(body);
   const chat = await srv.openai(b.key).chat.completions.create({ model: "stories", max_tokens: 15, temperature: 0, messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Once upon a time" }] });
-  assert.equal(message.usage.input_tokens, chat.usage!.prompt_tokens);
+  // As on Anthropic, the prompt is input_tokens plus the cache reads: the same prompt as chat's.
+  assert.equal(message.usage.input_tokens + message.usage.cache_read_input_tokens!, chat.usage!.prompt_tokens);
   assert.equal(message.usage.output_tokens, chat.usage!.completion_tokens);
   assert.equal(message.content[0]!.type === "text" && message.content[0]!.text, chat.choices[0]!.message.content);
   const rowsA = await usageRows(srv.server, srv.config, a.accountId, a.id);
   const rowsB = await usageRows(srv.server, srv.config, b.accountId, b.id);
   assert.deepEqual(rowsA, rowsB);
   assert.deepEqual(rowsA, [["stories", "chat", 1, chat.usage!.prompt_tokens, chat.usage!.completion_tokens]]);
+
+  // The same prompt again: the engine reuses its KV cache, and says so; the usage row still counts the whole prompt.
+  const again = await srv.anthropic(a.key).messages.create(body);
+  assert.ok(again.usage.cache_read_input_tokens! > 0, JSON.stringify(again.usage));
+  assert.equal(again.usage.input_tokens + again.usage.cache_read_input_tokens!, chat.usage!.prompt_tokens);
+  const [row] = await usageRows(srv.server, srv.config, a.accountId, a.id);
+  assert.equal(row![3], 2 * chat.usage!.prompt_tokens);
 });
 
 test("issue 44.1 stream: pings while waiting, then an error after the start is one error event in Anthropic's envelope; a call that does not parse is that error, not half a block", async () => {
@@ -325,7 +333,7 @@ test("issue 44.1 a model without tools answers Claude Code's requests (its tools
   const message = await client.messages.create({ model: "stories", max_tokens: 5, tools: [weather], messages: conversation });
   assert.equal(message.content[0]!.type, "text");
   const counted = await client.messages.countTokens({ model: "stories", tools: [weather], messages: conversation });
-  assert.equal(counted.input_tokens, message.usage.input_tokens);
+  assert.equal(counted.input_tokens, message.usage.input_tokens + message.usage.cache_read_input_tokens!);
   const forced = await post("/v1/messages", { model: "stories", max_tokens: 5, tools: [weather], tool_choice: { type: "any" }, messages: conversation });
   const error = await anthropicErrorOf(forced);
   assert.equal(error.status, 400);

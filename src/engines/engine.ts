@@ -88,8 +88,11 @@ export type ChatDelta =
   | { type: "reasoning"; text: string }
   /** The first delta of a call has id and name; later ones only argument fragments. */
   | { type: "tool_call"; index: number; id?: string; name?: string; arguments: string }
-  /** `stopSequence`: the request's stop string that ended the generation, where the engine says which one did. */
-  | { type: "done"; finishReason: FinishReason; usage: Usage; stopSequence?: string };
+  /**
+   * `stopSequence`: the request's stop string that ended the generation, where the engine says which one did;
+   * `cachedPromptTokens`: how many of the prompt's tokens came from the KV cache (prefix reuse), where it knows.
+   */
+  | { type: "done"; finishReason: FinishReason; usage: Usage; stopSequence?: string; cachedPromptTokens?: number };
 
 /**
  * A raw-prompt completion (/v1/completions): the prompt is the prompt, no chat template is applied, and the text of

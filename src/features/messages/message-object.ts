@@ -41,9 +41,14 @@ export function toolInput(name: string, args: string): Record<string, unknown> {
   return input as Record<string, unknown>;
 }
 
-export function usageOf(promptTokens: number, completionTokens: number): MessageUsage {
-  // Prefix reuse happens in the engines, which do not report it: no cached reads are claimed.
-  return { input_tokens: promptTokens, output_tokens: completionTokens, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 };
+/**
+ * Anthropic's usage: as there, `input_tokens` are the prompt tokens not read from the cache, and the prompt is
+ * their sum with `cache_read_input_tokens` (what the engine reused of its KV cache, where it says). Nothing is
+ * written to a cache on request, so `cache_creation_input_tokens` is 0. Usage rows and billing count the whole prompt.
+ */
+export function usageOf(promptTokens: number, completionTokens: number, cachedPromptTokens = 0): MessageUsage {
+  const cached = Math.min(cachedPromptTokens, promptTokens);
+  return { input_tokens: promptTokens - cached, output_tokens: completionTokens, cache_read_input_tokens: cached, cache_creation_input_tokens: 0 };
 }
 
 /** Whether a call's arguments are a JSON object (a call cut short by max_tokens is not). */
@@ -86,6 +91,6 @@ export function messageOf(id: string, model: string, output: Accumulator): Messa
     model,
     content: contentOf(output),
     ...stopOf(output.finishReason ?? "stop", output),
-    usage: usageOf(output.promptTokens, output.completionTokens),
+    usage: usageOf(output.promptTokens, output.completionTokens, output.cachedPromptTokens),
   };
 }

@@ -68,7 +68,7 @@ export class MessageStreamWriter implements ChatStreamWriter {
     if (this.index < 0) this.openBlock({ type: "text", text: "" }, { type: "text", text: "" });
     // A call that max_tokens cut short has streamed what it had; stop_reason max_tokens says why it is partial.
     this.closeBlock(reason === "length");
-    const usage = usageOf(output.promptTokens, output.completionTokens);
+    const usage = usageOf(output.promptTokens, output.completionTokens, output.cachedPromptTokens);
     this.emit("message_delta", { delta: stopOf(reason, output), usage });
     this.emit("message_stop", {});
     this.sse!.close();
