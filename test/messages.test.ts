@@ -144,6 +144,11 @@ test("issue 44.1 thinking: a reasoning model's thought is a thinking block with 
   assert.equal(thought, thinking.type === "thinking" && thinking.thinking, "at temperature 0 the streamed thought is the non-stream one");
   assert.deepEqual(final.content[0], thinking);
 
+  // thinking: disabled switches the thought off (the llama engine renders the turn without an open thought).
+  const plain = await client.messages.create({ ...body, thinking: { type: "disabled" } });
+  assert.ok(plain.content.every((b) => b.type !== "thinking"), JSON.stringify(plain.content));
+  assert.equal(plain.content[0]!.type, "text");
+
   // Given back in a later turn, with a redacted one, the thought is accepted (and left out of the prompt).
   const next = await client.messages.countTokens({ ...body, messages: [body.messages[0]!, { role: "assistant", content: [thinking, { type: "redacted_thinking", data: "xyz" }, { type: "text", text: "Because." }] }, { role: "user", content: "Why?" }] });
   assert.ok(next.input_tokens > 0);

@@ -63,6 +63,11 @@ export interface ChatRequest {
   /** null: no logprobs; otherwise how many alternatives per token (0..20). */
   topLogprobs: number | null;
   /**
+   * false: a reasoning model answers without thinking first (Anthropic's `thinking: disabled`), on engines that can
+   * switch it (llama); absent or true: the model's default (a reasoning model thinks).
+   */
+  reasoning?: boolean;
+  /**
    * The caller sends nothing to its client before the generation ends (a non-stream completion), so an engine may
    * start the generation over (an upstream engine retries it elsewhere) without anyone seeing a partial answer.
    */

@@ -143,11 +143,15 @@ function toChoice(body: CountTokensRequest, tools: ToolDefinition[], served: num
   return toToolChoice(tools, (i) => `tools[${served[i]}].name`, wire);
 }
 
-/** The request's conversation and tools as the engine takes them (what count_tokens counts, and messages runs). */
-function toConversation(body: CountTokensRequest): Pick<ChatRequest, "messages" | "tools" | "toolChoice"> {
+/**
+ * The request's conversation, tools and thinking as the engine takes them (what count_tokens counts, and messages
+ * runs). `thinking: disabled` switches a reasoning model's thought off where the engine can; `enabled` and
+ * `adaptive` leave the model's default (a reasoning model thinks).
+ */
+function toConversation(body: CountTokensRequest): Pick<ChatRequest, "messages" | "tools" | "toolChoice" | "reasoning"> {
   const messages = toMessages(body);
   const { tools, served } = toTools(body.tools);
-  return { messages, tools, toolChoice: toChoice(body, tools, served) };
+  return { messages, tools, toolChoice: toChoice(body, tools, served), ...(body.thinking?.type === "disabled" ? { reasoning: false } : {}) };
 }
 
 /**
