@@ -183,6 +183,10 @@ test("issue 44.1 errors in Anthropic's envelope and statuses, with request-id, R
   }
   const unknownPath = await post("/v1/messages/batches", { requests: [] });
   assert.equal((await anthropicErrorOf(unknownPath)).status, 404);
+  assert.equal(unknownPath.headers.get("request-id"), unknownPath.headers.get("x-request-id"));
+  const wrongMethod = await srv.get("/v1/messages", { headers: { "x-api-key": key } });
+  assert.deepEqual(await anthropicErrorOf(wrongMethod), { status: 405, type: "invalid_request_error", message: "Method GET is not allowed on /v1/messages; use POST." });
+  assert.ok(wrongMethod.headers.get("request-id") && wrongMethod.headers.get("retry-after"));
 
   const loading = await srv.anthropic(key).messages.create({ model: "lazy", max_tokens: 2, messages: [{ role: "user", content: "Hi" }] }).catch((err: unknown) => err);
   assert.ok(loading instanceof Anthropic.APIError && loading.status === 529, String(loading));
