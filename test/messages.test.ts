@@ -369,3 +369,22 @@ test("issue 44.1 a call that max_tokens cuts short: left out of the message (sto
   assert.deepEqual(events.slice(-3).map((e) => e.type), ["content_block_stop", "message_delta", "message_stop"]);
   assert.equal(events.at(-2)!.delta.stop_reason, "max_tokens");
 });
+
+test("issue 44.1 a role: system message in messages joins the system prompt, and unknown fields are ignored", async () => {
+  const withSystem = await post("/v1/messages/count_tokens?beta=true", {
+    model: "stories",
+    system: [{ type: "text", text: "You tell stories.", cache_control: { type: "ephemeral" } }],
+    messages: [{ role: "user", content: "Hi" }],
+  });
+  const folded = await post("/v1/messages/count_tokens", {
+    model: "stories",
+    messages: [{ role: "system", content: "You tell stories." }, { role: "user", content: "Hi" }],
+    context_management: { edits: [] },
+    output_config: { effort: "low" },
+    tools: [{ name: "Read", input_schema: { type: "object" }, defer_loading: true }, { type: "web_search_20250305", name: "web_search", max_uses: 2 }],
+    metadata: { user_id: "user_1" },
+  });
+  assert.equal(withSystem.status, 200);
+  assert.equal(folded.status, 200);
+  assert.deepEqual(await folded.json(), await withSystem.json());
+});
