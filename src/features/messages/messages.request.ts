@@ -10,7 +10,6 @@ import type { ContentBlockParam, CountTokensRequest, ImageBlockParam, MessagePar
  * thoughts given back dropped (as chat drops reasoning_content). Every 400 names the field as the client sent it.
  */
 
-
 function imagePart(block: ImageBlockParam, param: string): ContentPart {
   const source = block.source;
   if (source.type === "url") return decodeImagePart(source.url, param, `${param}.source.url`);
@@ -30,7 +29,7 @@ function toolResult(block: Extract<ContentBlockParam, { type: "tool_result" }>, 
   const content = block.content ?? "";
   const parts: ContentPart[] =
     typeof content === "string" ? [{ type: "text", text: content }] : content.map((b, k) => (b.type === "text" ? { type: "text", text: b.text } : imagePart(b, `${param}.content[${k}]`)));
-  // The model reads a failed call as such: the result is marked, as Anthropic's template marks it.
+  // Marked, so the model reads a failed call as one (the templates have no field for it).
   if (block.is_error === true) parts.unshift({ type: "text", text: "Error: " });
   return { role: "tool", content: contentOf(parts), toolCallId: block.tool_use_id };
 }
