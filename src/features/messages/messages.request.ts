@@ -101,16 +101,54 @@ function systemText(message: MessageParam, param: string): string {
     .join("\n\n");
 }
 
+/**
+ * Anthropic's rule for calls, checked here so the 400 names its blocks: each tool_use is answered by a tool_result
+ * in the user turn right after it, and a tool_result answers a tool_use of the turn before.
+ */
+class CallLedger {
+  private pending = new Map<string, string>();
+
+  called(content: MessageParam["content"], param: string): void {
+    this.settle();
+    if (typeof content === "string") return;
+    content.forEach((block, j) => {
+      if (block.type === "tool_use") this.pending.set(block.id, `${param}.content[${j}]`);
+    });
+  }
+
+  answered(content: MessageParam["content"], param: string): void {
+    if (typeof content !== "string") {
+      content.forEach((block, j) => {
+        if (block.type !== "tool_result") return;
+        if (!this.pending.delete(block.tool_use_id)) invalid(`${param}.content[${j}].tool_use_id`, `No tool_use block of the assistant turn before has the id '${block.tool_use_id}'.`);
+      });
+    }
+    this.settle();
+  }
+
+  /** A turn went by: every call before it must have had its result. */
+  settle(): void {
+    for (const where of this.pending.values()) invalid(where, "Every tool_use block must be answered by a tool_result block with its id in the next user message.");
+  }
+}
+
 function toMessages(body: CountTokensRequest): ChatMessage[] {
   const system: string[] = [];
   if (body.system !== undefined) system.push(typeof body.system === "string" ? body.system : textOf(body.system));
   const turns: ChatMessage[] = [];
+  const calls = new CallLedger();
   body.messages.forEach((message, i) => {
     const param = `messages[${i}]`;
     if (message.role === "system") system.push(systemText(message, param));
-    else if (message.role === "user") turns.push(...userMessages(message.content, param));
-    else turns.push(assistantMessage(message.content, param));
+    else if (message.role === "user") {
+      calls.answered(message.content, param);
+      turns.push(...userMessages(message.content, param));
+    } else {
+      calls.called(message.content, param);
+      turns.push(assistantMessage(message.content, param));
+    }
   });
+  calls.settle();
   if (turns.length === 0) invalid("messages", "messages needs at least one user or assistant message.");
   const prompt = system.filter((s) => s.length > 0).join("\n\n");
   return prompt.length > 0 ? [{ role: "system", content: prompt }, ...turns] : turns;
