@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { spawn, type ChildProcess } from "node:child_process";
 import { Agent } from "undici";
+import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import YAML from "yaml";
 import { testConfig } from "./config.ts";
@@ -69,6 +70,8 @@ export interface TestServer {
   get(path: string, options?: RequestOptions): Promise<Response>;
   /** The official openai client pointed at this server; retries off unless asked for. */
   openai(apiKey: string, options?: { maxRetries?: number; timeout?: number }): OpenAI;
+  /** Anthropic's official client pointed at this server (it sends the key as x-api-key); retries off unless asked for. */
+  anthropic(apiKey: string, options?: { maxRetries?: number; timeout?: number }): Anthropic;
   /** Creates an account and key in this server's store. */
   createKey(options?: CreateKeyOptions): Promise<{ key: string; id: string; accountId: string }>;
   close(): Promise<void>;
@@ -101,6 +104,14 @@ export async function startServer(rawConfig: Record<string, unknown> = {}, optio
       new OpenAI({
         apiKey,
         baseURL: `${origin}/v1`,
+        maxRetries: clientOptions.maxRetries ?? 0,
+        timeout: clientOptions.timeout ?? 60_000,
+        fetchOptions: { dispatcher: agent } as never,
+      }),
+    anthropic: (apiKey, clientOptions = {}) =>
+      new Anthropic({
+        apiKey,
+        baseURL: origin,
         maxRetries: clientOptions.maxRetries ?? 0,
         timeout: clientOptions.timeout ?? 60_000,
         fetchOptions: { dispatcher: agent } as never,

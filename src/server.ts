@@ -28,6 +28,7 @@ import { UsageRecorder } from "./store/usage-recorder.ts";
 import { registerOpenApi } from "./features/openapi/openapi-document.ts";
 import { featureSchemas } from "./features/index.ts";
 import v1Scope from "./scopes/v1.scope.ts";
+import anthropicScope from "./scopes/anthropic.scope.ts";
 import adminScope from "./scopes/admin.scope.ts";
 import publicScope from "./scopes/public.scope.ts";
 import fallbackScope from "./scopes/fallback.scope.ts";
@@ -92,7 +93,7 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
         ? false
         : {
             level: config.logLevel,
-            redact: { paths: ["req.headers.authorization", "req.headers[\"x-admin-token\"]"], censor: "[redacted]" },
+            redact: { paths: ["req.headers.authorization", "req.headers[\"x-api-key\"]", "req.headers[\"x-admin-token\"]"], censor: "[redacted]" },
             // The path, never the query string: a client may put a key there (?api_key=...).
             serializers: { req: (req: { method: string; url: string; ip?: string }) => ({ method: req.method, path: req.url.split("?")[0], remoteAddress: req.ip }) },
             ...(typeof options.logger === "object" ? options.logger : {}),
@@ -167,6 +168,7 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   await app.register(revocationsPlugin, { redisUrl: config.redisUrl, store });
   await registerOpenApi(app, featureSchemas);
   await app.register(v1Scope, { prefix: "/v1" });
+  await app.register(anthropicScope, { prefix: "/v1/messages" });
   await app.register(adminScope, { prefix: "/admin/v1" });
   await app.register(consoleScope);
   await app.register(publicScope);

@@ -25,9 +25,31 @@ export interface ApiKeyAuth {
    * anonymous limiter).
    */
   authenticate(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void;
+  /** `authenticate` for a dialect whose clients send the key elsewhere (Anthropic's `x-api-key`): `reader` finds it. */
+  authenticateWith(reader: KeyReader): (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void;
   /** An onRequest hook: 403 ip_not_allowed when the key's account has an allowlist the client address is outside. */
   checkIpAllowlist(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void;
 }
+
+/** Where a scope's clients send their key, and what a request without one is told. */
+export interface KeyReader {
+  read(request: FastifyRequest): string | null;
+  missing: string;
+}
+
+/** A key in `Authorization: Bearer <key>`, else in `x-api-key` (where Anthropic's SDKs send it, to /v1/models too). */
+function readKey(request: FastifyRequest): string | null {
+  const bearer = bearerToken(request.headers.authorization);
+  if (bearer !== null) return bearer;
+  const key = request.headers["x-api-key"];
+  return typeof key === "string" && key.length > 0 ? key : null;
+}
+
+/** /v1's clients. */
+export const bearerKey: KeyReader = { read: readKey, missing: "Missing API key: send Authorization: Bearer <API_KEY>." };
+
+/** Anthropic's clients (/v1/messages): the same headers, and the missing key named as they send it. */
+export const anthropicKey: KeyReader = { read: readKey, missing: "Missing API key: send x-api-key: <API_KEY> (or Authorization: Bearer <API_KEY>)." };
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -202,22 +224,24 @@ export const authPlugin = fp(
       return entry;
     }
 
-    function authenticate(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-      const key = bearerToken(request.headers.authorization);
-      const now = Date.now();
-      const entry = key ? cache.get(key) : undefined;
-      // A key found valid under keyCacheTtlMs ago, and usable here, is admitted at once; anything else (a lookup, a
-      // refusal) takes the path that may wait.
-      if (entry && entry.expiresAt > now && !entry.revoked && !revokedIds.has(entry.auth.keyId) && entry.servesHere) {
-        admit(request, entry, now);
-        return done();
-      }
-      authenticateChecked(request, reply, key, now).then(() => done(), done);
+    function authenticateWith(reader: KeyReader) {
+      return function authenticate(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+        const key = reader.read(request);
+        const now = Date.now();
+        const entry = key ? cache.get(key) : undefined;
+        // A key found valid under keyCacheTtlMs ago, and usable here, is admitted at once; anything else (a lookup, a
+        // refusal) takes the path that may wait.
+        if (entry && entry.expiresAt > now && !entry.revoked && !revokedIds.has(entry.auth.keyId) && entry.servesHere) {
+          admit(request, entry, now);
+          return done();
+        }
+        authenticateChecked(request, reply, key, now, reader.missing).then(() => done(), done);
+      };
     }
 
-    async function authenticateChecked(request: FastifyRequest, reply: FastifyReply, key: string | null, now: number): Promise<void> {
+    async function authenticateChecked(request: FastifyRequest, reply: FastifyReply, key: string | null, now: number, missing: string): Promise<void> {
       if (!key) {
-        return refuse(request, reply, new AppError("invalid_api_key", { message: "Missing API key: send Authorization: Bearer <API_KEY>." }));
+        return refuse(request, reply, new AppError("invalid_api_key", { message: missing }));
       }
       let entry = cache.get(key);
       if (!(entry && entry.expiresAt > now)) {
@@ -270,7 +294,7 @@ export const authPlugin = fp(
       for (const seen of lastSeen.values()) if (seen.entry.auth.keyId === keyId) seen.entry.revoked = true;
     }
 
-    app.decorate("apiKeys", { authenticate, checkIpAllowlist, forget, keyCreated: () => unknownKeys.clear() });
+    app.decorate("apiKeys", { authenticate: authenticateWith(bearerKey), authenticateWith, checkIpAllowlist, forget, keyCreated: () => unknownKeys.clear() });
   },
   { name: "api-keys", dependencies: ["limits"] },
 );

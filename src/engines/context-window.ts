@@ -44,6 +44,7 @@ function roomLeft(window: number, promptTokens: number, maxTokens: number | null
     const prompt = `${subject.takes} ${promptTokens} tokens${subject.note ? ` (${subject.note})` : ""}`;
     throw new AppError("context_length_exceeded", {
       param: subject.param,
+      ...(room < 1 ? { overflow: { promptTokens, window } } : {}),
       message:
         `This model's context window is ${window} tokens. ${prompt}` +
         (maxTokens !== null ? ` and max_tokens asks for ${maxTokens} more.` : ", leaving no room for a completion."),

@@ -14,6 +14,13 @@ export interface AppErrorOptions {
    * access-log line and its metrics record it, so the error handler adds no warn line of its own.
    */
   routine?: boolean;
+  /** context_length_exceeded by the prompt alone: its size and the window, for a dialect's own wording of it. */
+  overflow?: PromptOverflow;
+}
+
+export interface PromptOverflow {
+  promptTokens: number;
+  window: number;
 }
 
 const defaultMessages: Record<ErrorCode, string> = {
@@ -40,6 +47,7 @@ export class AppError extends Error {
   readonly retryAfterMs?: number;
   readonly headers: Record<string, string>;
   readonly routine: boolean;
+  readonly overflow?: PromptOverflow;
 
   constructor(code: ErrorCode, options: AppErrorOptions = {}) {
     super(options.message ?? defaultMessages[code], options.cause === undefined ? undefined : { cause: options.cause });
@@ -51,6 +59,7 @@ export class AppError extends Error {
     this.retryAfterMs = options.retryAfterMs;
     this.headers = options.headers ?? {};
     this.routine = options.routine ?? false;
+    if (options.overflow) this.overflow = options.overflow;
   }
 }
 

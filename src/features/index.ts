@@ -34,11 +34,16 @@ import routesAdminRoutes from "./admin/routes-admin.route.ts";
 import { routesAdminSchemas } from "./admin/routes-admin.schema.ts";
 import completionsRoutes from "./completions/completions.route.ts";
 import { completionsSchemas } from "./completions/completions.schema.ts";
+import messagesRoutes from "./messages/messages.route.ts";
+import { messagesSchemas } from "./messages/messages.schema.ts";
 
 type Routes = (app: FastifyInstance) => Promise<void>;
 
 /** Routes under /v1 (paths relative to it): API key, allowlist, rate limit and body limit (src/scopes/v1.scope.ts). */
 export const v1Routes: Routes[] = [modelsRoutes, openapiRoutes, chatRoutes, responsesRoutes, embeddingsRoutes, transcriptionRoutes, rerankRoutes, tokenizeRoutes, filesRoutes, batchesRoutes, completionsRoutes];
+
+/** Routes under /v1/messages (paths relative to it): Anthropic's Messages API, its key header and error envelope (src/scopes/anthropic.scope.ts). */
+export const anthropicRoutes: Routes[] = [messagesRoutes];
 
 /** Routes under /admin/v1 (paths relative to it): the admin token or a console session, by role (src/scopes/admin.scope.ts). */
 export const adminRoutes: Routes[] = [adminRoutesOfAccounts, membersAdminRoutes, modelsAdminRoutes, cacheAdminRoutes, routesAdminRoutes];
@@ -64,4 +69,5 @@ export const featureSchemas: TSchema[] = [
   ...batchesSchemas,
   ...routesAdminSchemas,
   ...completionsSchemas,
+  ...messagesSchemas,
 ];

@@ -29,8 +29,14 @@ export class OpenStreams {
   }
 }
 
+/** One event: its data, named with `event:` where the wire format names its events. */
+export interface StreamEvent {
+  event?: string;
+  data: unknown;
+}
+
 /** The last event of a stream that fails after it began: §6's error frame, or a wire format's own (`response.failed`). */
-export type FailureFrame = (err: AppError) => { event?: string; data: unknown };
+export type FailureFrame = (err: AppError) => StreamEvent;
 
 const chatFailure: FailureFrame = (err) => ({ data: toEnvelope(err) });
 
@@ -50,6 +56,8 @@ export class SseStream {
     private readonly keepAliveMs = defaultKeepAliveMs,
     private readonly registry: OpenStreams | null = null,
     private readonly failureFrame: FailureFrame = chatFailure,
+    /** What keeps a queued stream alive: a `: keep-alive` comment, or a wire format's own event (Anthropic's `ping`). */
+    private readonly keepAliveEvent: StreamEvent | null = null,
   ) {}
 
   /** True once the status line and headers have gone out; errors must then be error frames. */
@@ -89,7 +97,9 @@ export class SseStream {
   /** While the request waits for its first token, send `: keep-alive` every 15 s so proxies keep the connection. */
   keepAliveUntilFirstFrame(): void {
     if (this.keepAliveTimer || this.opened) return;
-    this.keepAliveTimer = setInterval(() => this.write(": keep-alive\n\n"), this.keepAliveMs);
+    const keepAlive = this.keepAliveEvent;
+    const frame = keepAlive ? `${keepAlive.event ? `event: ${keepAlive.event}\n` : ""}data: ${JSON.stringify(keepAlive.data)}\n\n` : ": keep-alive\n\n";
+    this.keepAliveTimer = setInterval(() => this.write(frame), this.keepAliveMs);
     this.keepAliveTimer.unref();
   }
 

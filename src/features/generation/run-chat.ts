@@ -83,8 +83,8 @@ export async function collectChat(ctx: AppContext, request: RequestContext, mode
 
 /** How a wire format writes a streamed generation; the runner below decides when each call happens. */
 export interface ChatStreamWriter {
-  /** Before the first delta (or at the end, when the generation produced none). */
-  start(): void;
+  /** Before the first delta (or at the end, when the generation produced none), with the prompt's size. */
+  start(promptTokens: number): void;
   /** Coalesced output (stream-batcher.ts). */
   delta(delta: OutputDelta): void;
   /** The generation ended: the closing events, then the stream ends. `output` holds the whole output and its usage. */
@@ -138,13 +138,13 @@ export async function streamChatTo(ctx: AppContext, request: RequestContext, mod
         timer.piece();
         if (!started) {
           started = true;
-          writer.start();
+          writer.start(prepared.promptTokens);
         }
         batcher.add(delta);
       }
       if (!started) {
         started = true;
-        writer.start();
+        writer.start(prepared.promptTokens);
       }
       batcher.flush();
       recording?.complete(acc, request.outcome?.model ?? model);
@@ -193,7 +193,7 @@ export async function streamChatTo(ctx: AppContext, request: RequestContext, mod
 
 /** A hit into a wire format's stream writer: the miss's events, in its order and coalescing, then its end. */
 function replayStream(hit: CachedGeneration, writer: ChatStreamWriter): void {
-  writer.start();
+  writer.start(hit.usage.promptTokens);
   for (const delta of hit.deltas) writer.delta(delta);
   writer.finish(hit.finishReason, replayedOutput(hit));
 }

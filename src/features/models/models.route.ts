@@ -1,20 +1,24 @@
 import { Type } from "@sinclair/typebox";
-import type { FastifyInstance } from "fastify";
-import { Model, ModelList, modelErrors } from "./models.schema.ts";
-import { listModels, retrieveModel } from "./models.service.ts";
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { AnthropicModel, AnthropicModelList, Model, ModelList, modelErrors } from "./models.schema.ts";
+import { listModels, retrieveModel, toAnthropicList, toAnthropicModel } from "./models.service.ts";
 import { AppError } from "../../errors/app-error.ts";
 import { grantsEndpoint } from "../../auth/key-grants.ts";
+
+/** Anthropic's clients send `anthropic-version` on every request: they get its Models API's shapes. */
+const speaksAnthropic = (request: FastifyRequest) => request.headers["anthropic-version"] !== undefined;
 
 export default async function modelsRoutes(app: FastifyInstance): Promise<void> {
   app.get(
     "/models",
-    { schema: { operationId: "listModels", tags: ["models"], summary: "§4.1 the models this key may call", response: { 200: Type.Ref(ModelList), ...modelErrors } }, config: { endpoint: "models" } },
+    { schema: { operationId: "listModels", tags: ["models"], summary: "§4.1 the models this key may call (Anthropic's list shape when the request carries anthropic-version)", response: { 200: Type.Union([Type.Ref(ModelList), Type.Ref(AnthropicModelList)]), ...modelErrors } }, config: { endpoint: "models" } },
     async (request) => {
       const auth = request.auth!;
       if (!grantsEndpoint(auth, request.routeOptions.config.endpoint!, app.ctx.config.deployment)) {
         throw new AppError("model_not_in_plan", { param: "model", message: "This key's plan does not include listing models." });
       }
-      return listModels(app.ctx, auth);
+      const list = listModels(app.ctx, auth);
+      return speaksAnthropic(request) ? toAnthropicList(list) : list;
     },
   );
 
@@ -26,10 +30,13 @@ export default async function modelsRoutes(app: FastifyInstance): Promise<void> 
         operationId: "retrieveModel",
         tags: ["models"],
         params: Type.Object({ "*": Type.String({ description: "The model id (may contain /)" }) }),
-        response: { 200: Type.Ref(Model), ...modelErrors },
+        response: { 200: Type.Union([Type.Ref(Model), Type.Ref(AnthropicModel)]), ...modelErrors },
       },
       config: { endpoint: "models" },
     },
-    async (request) => retrieveModel(app.ctx, request.auth!, decodeURIComponent(request.params["*"])),
+    async (request) => {
+      const model = retrieveModel(app.ctx, request.auth!, decodeURIComponent(request.params["*"]));
+      return speaksAnthropic(request) ? toAnthropicModel(model) : model;
+    },
   );
 }

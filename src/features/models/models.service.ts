@@ -5,7 +5,7 @@ import type { Endpoint } from "../../config/config.schema.ts";
 import { AppError } from "../../errors/app-error.ts";
 import type { ModelRoute } from "../../catalog/model-route.ts";
 import type { ModelRunner } from "../../scheduler/model-runner.ts";
-import type { Model, ModelList } from "./models.schema.ts";
+import type { AnthropicModel, AnthropicModelList, Model, ModelList } from "./models.schema.ts";
 
 function toModel(ctx: AppContext, runner: ModelRunner): Model {
   return { id: runner.entry.id, object: "model", created: ctx.catalog.created, owned_by: runner.entry.ownedBy };
@@ -55,4 +55,15 @@ export function retrieveModel(ctx: AppContext, auth: AuthContext, id: string): M
     throw new AppError("model_not_in_plan", { param: "model", message: `This key's plan includes no endpoint that serves the model '${id}'.` });
   }
   return "entry" in model ? toModel(ctx, model) : routeModel(ctx, model);
+}
+
+/** A model in Anthropic's shape, for a client that sent `anthropic-version` (its SDKs' models.list and retrieve). */
+export function toAnthropicModel(model: Model): AnthropicModel {
+  return { type: "model", id: model.id, display_name: model.id, created_at: new Date(model.created * 1000).toISOString() };
+}
+
+/** The list in Anthropic's shape: one page, every model on it. */
+export function toAnthropicList(list: ModelList): AnthropicModelList {
+  const data = list.data.map(toAnthropicModel);
+  return { data, has_more: false, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };
 }

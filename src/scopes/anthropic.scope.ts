@@ -1,0 +1,43 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { apiKeyCallers, documentCallers } from "../auth/openapi-security.ts";
+import { anthropicKey } from "../auth/api-key.plugin.ts";
+import { toAnthropicError } from "../errors/anthropic-envelope.ts";
+import { anthropicHeaders } from "../http/anthropic-headers.ts";
+import { notFound } from "../http/not-found.ts";
+import { limitBody } from "../plugins/body-limit.ts";
+import { errorHandler } from "../plugins/error-handler.ts";
+import { anthropicRoutes } from "../features/index.ts";
+
+function addAnthropicHeaders(reply: FastifyReply): void {
+  reply.headers(anthropicHeaders(reply.getHeaders(), Date.now()));
+}
+
+/**
+ * /v1/messages (registered with that prefix): Anthropic's Messages API. The /v1 checks in the same order (API key
+ * → IP allowlist → rate limit → body size), its errors in Anthropic's envelope and statuses, and on every answer
+ * `request-id` beside `x-request-id`, Retry-After, and the anthropic-ratelimit-* headers beside ours. `?beta=true`
+ * and `anthropic-beta` / `anthropic-version` headers are accepted and change nothing.
+ */
+export default async function anthropicScope(app: FastifyInstance): Promise<void> {
+  app.setErrorHandler(errorHandler(toAnthropicError));
+  app.addHook("onRequest", (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
+    reply.header("request-id", request.id);
+    done();
+  });
+  app.addHook("onRequest", app.apiKeys.authenticateWith(anthropicKey));
+  app.addHook("onRequest", app.apiKeys.checkIpAllowlist);
+  app.addHook("onRequest", app.limits.key);
+  app.addHook("preParsing", limitBody);
+  // Before the handler, for a stream (its headers go out with its first event); again as any answer is sent.
+  app.addHook("preHandler", (_request, reply, done) => {
+    addAnthropicHeaders(reply);
+    done();
+  });
+  app.addHook("onSend", (_request, reply, payload, done) => {
+    addAnthropicHeaders(reply);
+    done(null, payload);
+  });
+  documentCallers(app, apiKeyCallers);
+  app.setNotFoundHandler(notFound);
+  for (const routes of anthropicRoutes) await app.register(routes);
+}
