@@ -48,10 +48,34 @@ interface Answer {
   body: string;
 }
 
+/** Anthropic's error type for each status its routes answer (src/errors/anthropic-envelope.ts). */
+const anthropicTypes: Record<number, string> = {
+  400: "invalid_request_error",
+  401: "authentication_error",
+  403: "permission_error",
+  404: "not_found_error",
+  405: "invalid_request_error",
+  408: "invalid_request_error",
+  413: "request_too_large",
+  429: "rate_limit_error",
+  529: "overloaded_error",
+};
+
+/** Issue 44.1: /v1/messages answers in Anthropic's envelope, with its headers; no 5xx but 529 with Retry-After. */
+function checkAnthropicAnswer(where: string, answer: Answer): void {
+  for (const name of ["request-id", "retry-after", "anthropic-ratelimit-requests-limit", "x-ratelimit-limit-requests"]) assert.ok(answer.headers[name] !== undefined, `${name}: ${where}`);
+  if (answer.status < 400) return;
+  assert.ok(answer.status < 500 || (answer.status === 529 && Number(answer.headers["retry-after"]) >= 1), `no 5xx but 529 with Retry-After: ${where}`);
+  const envelope = JSON.parse(answer.body) as { type?: unknown; error?: { type?: unknown; message?: unknown } };
+  assert.ok(envelope.type === "error" && typeof envelope.error?.message === "string", `Anthropic's envelope: ${where}`);
+  assert.equal(envelope.error.type, anthropicTypes[answer.status], `type of ${answer.status}: ${where}`);
+}
+
 /** The properties every answer must have. */
 function checkAnswer(route: string, answer: Answer): void {
   const where = `${route} -> ${answer.status} ${answer.body.slice(0, 200)}`;
   assert.ok(answer.headers["x-request-id"], `x-request-id: ${where}`);
+  if (/^\/v1\/messages(?=[/?]|$)/.test(route)) return checkAnthropicAnswer(where, answer);
   if (answer.status < 400) return;
   assert.ok(answer.status < 500 || (answer.status === 503 && answer.headers["retry-after"]), `no 5xx but 503 with Retry-After: ${where}`);
   const envelope = JSON.parse(answer.body) as { error?: { message?: unknown; type?: unknown; code?: unknown; param?: unknown } };
@@ -140,6 +164,35 @@ const tokenizeBody = fc.record(
   },
   { requiredKeys: [] },
 );
+// Anthropic's Messages API (/v1/messages and its count_tokens).
+const anthropicBlock = fc.oneof(
+  fc.record({ type: fc.constant("text"), text, cache_control: json }, { requiredKeys: ["type", "text"] }),
+  fc.record({ type: fc.constant("image"), source: fc.oneof(fc.record({ type: fc.constant("base64"), media_type: fc.constantFrom("image/png", "image/gif", "text/plain"), data: text }), fc.record({ type: fc.constant("url"), url: text }), json) }),
+  fc.record({ type: fc.constant("tool_use"), id: text, name: text, input: json }),
+  fc.record({ type: fc.constant("tool_result"), tool_use_id: text, content: fc.oneof(text, fc.array(fc.record({ type: fc.constant("text"), text }), { maxLength: 2 }), json), is_error: fc.oneof(fc.boolean(), json) }, { requiredKeys: ["type", "tool_use_id"] }),
+  fc.record({ type: fc.constantFrom("thinking", "redacted_thinking", "document"), thinking: text, signature: text, data: text }),
+);
+const anthropicMessage = fc.record({ role: fc.oneof(fc.constantFrom("user", "assistant", "system"), text), content: fc.oneof(text, fc.array(anthropicBlock, { maxLength: 3 }), json) }, { requiredKeys: ["role", "content"] });
+const messagesBody = fc.record(
+  {
+    model,
+    max_tokens: fc.oneof(fc.integer({ min: -1, max: 6 }), fc.constant(32_000), json),
+    messages: fc.oneof(fc.array(anthropicMessage, { maxLength: 3 }), json),
+    system: fc.oneof(text, fc.array(fc.record({ type: fc.constant("text"), text }), { maxLength: 2 }), json),
+    stop_sequences: fc.oneof(fc.array(text, { maxLength: 3 }), json),
+    temperature: small,
+    top_p: small,
+    top_k: small,
+    stream: fc.oneof(fc.boolean(), json),
+    metadata: fc.oneof(fc.record({ user_id: text }), json),
+    tools: fc.oneof(json, fc.array(fc.record({ name: fc.constantFrom("f", "g", "bad name"), input_schema: json, type: fc.constantFrom("custom", "web_search_20250305") }, { requiredKeys: ["name"] }), { maxLength: 2 })),
+    tool_choice: fc.oneof(fc.record({ type: fc.constantFrom("auto", "any", "none", "tool"), name: text, disable_parallel_tool_use: fc.boolean() }, { requiredKeys: ["type"] }), json),
+    thinking: fc.oneof(fc.record({ type: fc.constantFrom("enabled", "adaptive", "disabled"), budget_tokens: small }, { requiredKeys: ["type"] }), json),
+    context_management: json,
+    output_config: json,
+  },
+  { requiredKeys: [] },
+);
 const embedBody = fc.record({ model, input: fc.oneof(text, fc.array(text, { maxLength: 5 }), json), encoding_format: fc.oneof(fc.constantFrom("float", "base64"), text), dimensions: small }, { requiredKeys: [] });
 const rerankBody = fc.record({ model, query: fc.oneof(text, json), documents: fc.oneof(fc.array(text, { maxLength: 6 }), json), top_n: small }, { requiredKeys: [] });
 const adminBody = fc.record(
@@ -180,7 +233,13 @@ function bodyFor(route: string): fc.Arbitrary<{ body: string | Buffer | undefine
     fc.string({ maxLength: 200 }).map((s) => ({ body: s as string | Buffer | undefined, type: "application/json" as string | undefined })),
   );
   // Issue 44: legacy completions and vLLM's tokenize and detokenize.
-  const issue44: Record<string, fc.Arbitrary<unknown>> = { "/v1/completions": completionBody, "/v1/tokenize": tokenizeBody, "/v1/detokenize": tokenizeBody };
+  const issue44: Record<string, fc.Arbitrary<unknown>> = {
+    "/v1/completions": completionBody,
+    "/v1/tokenize": tokenizeBody,
+    "/v1/detokenize": tokenizeBody,
+    "/v1/messages": messagesBody,
+    "/v1/messages/count_tokens": messagesBody,
+  };
   const shaped = route.endsWith("/chat/completions")
     ? asJson(chatBody)
     : route.endsWith("/embeddings")

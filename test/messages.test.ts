@@ -5,7 +5,12 @@ import Anthropic from "@anthropic-ai/sdk";
 import { generateText, streamText } from "ai";
 import { createAnthropic } from "@ai-sdk/anthropic";
 import { startServer, modelsDir, type TestServer } from "../harness/server.ts";
+import Fastify from "fastify";
 import { usageRows } from "./helpers/usage.ts";
+import { SseStream } from "../src/http/sse.ts";
+import { AppError } from "../src/errors/app-error.ts";
+import { Accumulator } from "../src/features/generation/accumulator.ts";
+import { MessageStreamWriter } from "../src/features/messages/message-stream.ts";
 import { parseNamedSse } from "./helpers/sse.ts";
 
 let srv: TestServer;
@@ -255,4 +260,47 @@ test("issue 44.1 nothing differs by door: a message is charged as the same chat 
   const rowsB = await usageRows(srv.server, srv.config, b.accountId, b.id);
   assert.deepEqual(rowsA, rowsB);
   assert.deepEqual(rowsA, [["stories", "chat", 1, chat.usage!.prompt_tokens, chat.usage!.completion_tokens]]);
+});
+
+test("issue 44.1 stream: pings while waiting, then an error after the start is one error event in Anthropic's envelope; a call that does not parse is that error, not half a block", async () => {
+  const app = Fastify();
+  app.get("/s", async (request, reply) => {
+    const writer = new MessageStreamWriter("msg_1", () => "m");
+    const sse = new SseStream(reply, 20, null, writer.failureFrame, MessageStreamWriter.ping);
+    writer.attach(sse);
+    sse.keepAliveUntilFirstFrame();
+    await new Promise((resolve) => setTimeout(resolve, 70));
+    writer.start(5);
+    writer.delta({ type: "content", text: "Once" });
+    writer.delta({ type: "tool_call", index: 0, id: "call_1", name: "get_weather", arguments: '{"city": ' });
+    try {
+      writer.finish("tool_calls", new Accumulator());
+      assert.fail("finish must refuse the call");
+    } catch (err) {
+      assert.ok(err instanceof AppError);
+      writer.fail(err);
+    }
+    return reply;
+  });
+  await app.listen({ port: 0, host: "127.0.0.1" });
+  try {
+    const res = await fetch(`http://127.0.0.1:${(app.server.address() as { port: number }).port}/s`);
+    const events = parseNamedSse(await res.text());
+    const types = events.map((e) => e.type);
+    const pings = types.indexOf("message_start");
+    assert.ok(pings >= 1 && types.slice(0, pings).every((t) => t === "ping"), types.join());
+    assert.deepEqual(types.slice(pings), [
+      "message_start",
+      "content_block_start",
+      "content_block_delta",
+      "content_block_stop",
+      "content_block_start",
+      "content_block_delta",
+      "error",
+    ]);
+    assert.equal(events[pings]!.message.usage.input_tokens, 5);
+    assert.deepEqual(events.at(-1), { type: "error", error: { type: "api_error", message: "The model's call to 'get_weather' did not produce a JSON object of arguments." } });
+  } finally {
+    await app.close();
+  }
 });

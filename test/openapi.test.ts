@@ -51,7 +51,9 @@ test("issue 14 every operation has an operationId, tags, a 2xx body, the error e
     const ok = op.responses["200"] ?? op.responses["201"];
     assert.ok(ok?.content && Object.keys(ok.content).length > 0, `${where} documents its success body`);
     if (url.startsWith("/v1/") || url.startsWith("/admin/")) {
-      assert.deepEqual(op.responses["401"]?.content["application/json"].schema, { $ref: "#/components/schemas/ErrorEnvelope" }, `${where} 401`);
+      // Issue 44.1: Anthropic's Messages API answers its errors in Anthropic's envelope.
+      const envelope = url.startsWith("/v1/messages") ? "AnthropicErrorEnvelope" : "ErrorEnvelope";
+      assert.deepEqual(op.responses["401"]?.content["application/json"].schema, { $ref: `#/components/schemas/${envelope}` }, `${where} 401`);
     }
     if (url.startsWith("/admin/")) assert.deepEqual(op.tags, ["admin"], `${where} is under the admin tag`);
   }
@@ -63,7 +65,7 @@ test("issue 14 every operation has an operationId, tags, a 2xx body, the error e
   for (const name of ["ChatCompletion", "ChatCompletionChunk", "EmbeddingList", "TranscriptionJson", "TranscriptionVerbose", "RerankResponse", "ModelList", "ErrorEnvelope", "AdminModelList"]) {
     assert.ok(doc.components.schemas[name], `components.schemas.${name}`);
   }
-  assert.deepEqual(doc.paths["/v1/embeddings"].post.security, [{ apiKey: [] }]);
+  assert.deepEqual(doc.paths["/v1/embeddings"].post.security, [{ apiKey: [] }, { xApiKey: [] }]);
   // Issue 44: legacy completions (JSON or a stream of the same object) and vLLM's tokenize and detokenize.
   const completions = doc.paths["/v1/completions"].post;
   assert.deepEqual(completions.requestBody.content["application/json"].schema, { $ref: "#/components/schemas/CreateCompletionRequest" });
@@ -72,6 +74,14 @@ test("issue 14 every operation has an operationId, tags, a 2xx body, the error e
   assert.deepEqual(doc.paths["/v1/detokenize"].post.requestBody.content["application/json"].schema, { $ref: "#/components/schemas/DetokenizeRequest" });
   assert.ok(doc.components.schemas.Completion.properties.choices.items.properties.logprobs, "the legacy logprobs are documented");
   assert.ok(doc.components.schemas.TokenizeRequest.properties.prompt && doc.components.schemas.TokenizeRequest.properties.messages);
+  // Issue 44.1: Anthropic's Messages API (a message or a stream of named events) and its token count.
+  const messages = doc.paths["/v1/messages"].post;
+  assert.deepEqual(messages.requestBody.content["application/json"].schema, { $ref: "#/components/schemas/MessagesRequest" });
+  assert.deepEqual(messages.responses["200"].content["application/json"].schema, { $ref: "#/components/schemas/Message" });
+  assert.deepEqual(messages.responses["200"].content["text/event-stream"].schema, { $ref: "#/components/schemas/MessageStreamEvent" });
+  assert.deepEqual(messages.responses["529"].content["application/json"].schema, { $ref: "#/components/schemas/AnthropicErrorEnvelope" });
+  assert.deepEqual(doc.paths["/v1/messages/count_tokens"].post.responses["200"].content["application/json"].schema, { $ref: "#/components/schemas/CountTokensResponse" });
+  assert.deepEqual(messages.security, [{ apiKey: [] }, { xApiKey: [] }]);
   // A console session stands in for the admin token; a change with it also needs the session's CSRF token.
   assert.deepEqual(doc.paths["/admin/v1/keys"].post.security, [{ adminToken: [] }, { consoleCookie: [], csrfToken: [] }]);
   assert.deepEqual(doc.paths["/admin/v1/audit"].get.security, [{ adminToken: [] }, { consoleCookie: [] }]);

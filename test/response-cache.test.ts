@@ -233,6 +233,7 @@ test("issue 45.2 cache: a second account never gets the first account's entry, o
   const generating: Record<string, (stream: boolean) => Record<string, unknown>> = {
     "/v1/chat/completions": (stream) => ({ ...chatBody("stories", prompt), stream }),
     "/v1/responses": (stream) => ({ model: "stories", input: `${prompt} responses`, max_output_tokens: 12, temperature: 0, stream }),
+    "/v1/messages": (stream) => ({ model: "stories", messages: [{ role: "user", content: `${prompt} messages` }], max_tokens: 12, temperature: 0, stream }),
   };
   // Routes that generate without the cache (docs/routing.md says why): never looked up, so nothing is shared.
   const generatingUncached: Record<string, (stream: boolean) => Record<string, unknown>> = {
@@ -245,6 +246,7 @@ test("issue 45.2 cache: a second account never gets the first account's entry, o
     "/v1/audio/transcriptions",
     "/v1/tokenize",
     "/v1/detokenize",
+    "/v1/messages/count_tokens",
     "/v1/files",
     // Batch lines run through the chat and embeddings services, the same cache path as those routes.
     "/v1/batches",

@@ -4,6 +4,7 @@ import { consoleCookie } from "./console-sessions.ts";
 /** How a caller proves who it is, as the OpenAPI document's `components.securitySchemes` names them. */
 export const securitySchemes = {
   apiKey: { type: "http", scheme: "bearer", description: "Authorization: Bearer <API key>" },
+  xApiKey: { type: "apiKey", in: "header", name: "x-api-key", description: "x-api-key: <API key>, as Anthropic's clients send it (read when there is no Authorization: Bearer)" },
   adminToken: { type: "http", scheme: "bearer", description: "Authorization: Bearer <adminToken> (or x-admin-token)" },
   metricsToken: { type: "http", scheme: "bearer", description: "Authorization: Bearer <metrics.token>: GET /metrics only" },
   consoleCookie: { type: "apiKey", in: "cookie", name: consoleCookie, description: "A console session (POST /console/api/login, an invite, or OpenID Connect): a member is confined to their account and role" },
@@ -24,8 +25,8 @@ export function consoleLogin(method: string | string[]): SecurityRequirement {
   return isRead(method) ? { consoleCookie: [] } : { consoleCookie: [], csrfToken: [] };
 }
 
-/** /v1: an API key (the v1 scope's hooks). */
-export const apiKeyCallers = (): SecurityRequirement[] => [{ apiKey: [] }];
+/** /v1 and /v1/messages: an API key, as a Bearer token or in x-api-key (the scopes' hooks). */
+export const apiKeyCallers = (): SecurityRequirement[] => [{ apiKey: [] }, { xApiKey: [] }];
 /** /admin/v1: the admin token, or a console session (authenticateAdmin). */
 export const adminCallers = (method: string | string[]): SecurityRequirement[] => [{ adminToken: [] }, consoleLogin(method)];
 /** GET /metrics: the admin token or metrics.token (authenticateMetrics). */
