@@ -31,6 +31,20 @@ after(async () => {
   canned?.child.kill();
 });
 
+test("issue 44 Claude Code on stories260K in-process: its minimal-mode request with real tools, max_tokens 32000 capped to the window, prints the model's answer", async () => {
+  const { key, id, accountId } = await srv.createKey();
+  // --bare: its default prompt (about 11k tokens here; tools are not rendered by this template-less model) is far
+  // past stories260K's 2,048-token training window, where its answers are noise (docs/decisions/0037). Read is
+  // left out: the llama engine's grammar refuses its `minimum: 0`.
+  const run = await runClaudeCode({ origin: srv.origin, ca: srv.ca, apiKey: key, model: "stories", prompt: "Once upon a time", args: ["--bare", "--tools", "Bash,Edit,Write"] });
+  assert.equal(run.code, 0, run.stdout + run.stderr);
+  assert.equal(run.stdout, ", there was a little girl named Lily\n");
+  const [row] = await usageRows(srv.server, srv.config, accountId, id);
+  assert.deepEqual(row?.slice(0, 3), ["stories", "chat", 1]);
+  // The story's 10 tokens and the "." that ended the turn.
+  assert.equal(row[4], 11);
+});
+
 test("issue 44 Claude Code through engine upstream: its full default request (system, 12 tools, thinking, context_management) streams back the upstream's answer", async () => {
   const { key, id, accountId } = await srv.createKey();
   const run = await runClaudeCode({ origin: srv.origin, ca: srv.ca, apiKey: key, model: "remote", prompt: "Tell me a story." });
