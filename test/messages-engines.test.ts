@@ -5,10 +5,12 @@ import sharp from "sharp";
 import Anthropic from "@anthropic-ai/sdk";
 import { startServer, modelsDir, type TestServer } from "../harness/server.ts";
 import { startCanned, type Peer } from "../harness/peers.ts";
+import { llamaServerBinary } from "../harness/llama-server.ts";
 
 /*
- * /v1/messages on the engines other than llama (test/messages.test.ts): images on the ONNX vision engine, and an
- * `upstream` engine, to which the message goes as the upstream's OpenAI chat by the chat path.
+ * /v1/messages on the engines other than llama (test/messages.test.ts): images on the ONNX vision engine, a
+ * managed llama-server, and an `upstream` engine, to which the message goes as the upstream's OpenAI chat by the
+ * chat path.
  */
 
 let srv: TestServer;
@@ -22,6 +24,7 @@ before(async () => {
       { id: "llava-tiny", engine: "onnx", source: path.join(modelsDir, "forged/llava-tiny"), capabilities: ["chat", "vision"], threads: 1 },
       { id: "stories", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"], contextSize: 128, threads: 1, load: "lazy" },
       { id: "remote", engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `http://127.0.0.1:${canned.port}/v1`, model: "canned" }] },
+      { id: "managed", engine: "llama-server", binary: llamaServerBinary(), source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"], contextSize: 256, parallel: 1, threads: 1 },
     ],
   });
   client = srv.anthropic((await srv.createKey()).key);
@@ -68,4 +71,18 @@ test("issue 44.1 engine upstream: a message, streamed and not, goes to the upstr
   assert.equal(text, "Once upon a time there was a little girl who loved to play in the park with her dog");
   assert.deepEqual(final.content, message.content);
   assert.equal(final.usage.output_tokens, 19);
+});
+
+test("issue 44.1 engine llama-server: a message, streamed and not, its count, and the window cap", async () => {
+  const body = { model: "managed", max_tokens: 32_000, temperature: 0, stop_sequences: ["zzz"], messages: [{ role: "user" as const, content: "Once upon a time" }] };
+  const message = await client.messages.create(body);
+  assert.equal(message.model, "managed");
+  assert.ok(message.content[0]!.type === "text" && message.content[0]!.text.length > 0);
+  const prompt = message.usage.input_tokens + message.usage.cache_read_input_tokens!;
+  assert.ok(prompt + message.usage.output_tokens <= 256, JSON.stringify(message.usage));
+  const { input_tokens } = await client.messages.countTokens({ model: "managed", messages: body.messages });
+  assert.equal(input_tokens, prompt);
+  const final = await client.messages.stream({ ...body, max_tokens: 10 }).finalMessage();
+  assert.equal(final.stop_reason, "max_tokens");
+  assert.equal(final.usage.output_tokens, 10);
 });

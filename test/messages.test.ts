@@ -61,7 +61,7 @@ test("issue 44.1 messages.create (@anthropic-ai/sdk): a message object with text
   assert.ok(["end_turn", "max_tokens"].includes(message.stop_reason!));
   assert.equal(message.stop_sequence, null);
   assert.ok(message.usage.input_tokens > 0 && message.usage.output_tokens > 0);
-  assert.equal(message.usage.cache_read_input_tokens, 0);
+  assert.equal(typeof message.usage.cache_read_input_tokens, "number");
   assert.equal(message.usage.cache_creation_input_tokens, 0);
   if (message.usage.output_tokens === 20) assert.equal(message.stop_reason, "max_tokens");
   const rows = await usageRows(srv.server, srv.config, accountId, keyId);
@@ -115,7 +115,7 @@ test("issue 44.1 tools (@anthropic-ai/sdk): a forced call is a tool_use block wi
   const second = await client.messages.create({ model: "tools", max_tokens: 10, tools: [weather], tool_choice: { type: "none" }, messages: conversation });
   assert.ok(second.content.some((b) => b.type === "text"));
   const counted = await client.messages.countTokens({ model: "tools", tools: [weather], tool_choice: { type: "none" }, messages: conversation });
-  assert.equal(counted.input_tokens, second.usage.input_tokens, "count_tokens counts what the message's prompt was");
+  assert.equal(counted.input_tokens, second.usage.input_tokens + second.usage.cache_read_input_tokens!, "count_tokens counts what the message's prompt was");
   const alone = await client.messages.countTokens({ model: "tools", tools: [weather], tool_choice: { type: "none" }, messages: [{ role: "user", content: "Weather in Paris?" }] });
   assert.ok(counted.input_tokens > alone.input_tokens + 10, "the call and its result are in the prompt");
 
@@ -143,6 +143,11 @@ test("issue 44.1 thinking: a reasoning model's thought is a thinking block with 
   const final = await stream.finalMessage();
   assert.equal(thought, thinking.type === "thinking" && thinking.thinking, "at temperature 0 the streamed thought is the non-stream one");
   assert.deepEqual(final.content[0], thinking);
+
+  // thinking: disabled switches the thought off (the llama engine renders the turn without an open thought).
+  const plain = await client.messages.create({ ...body, thinking: { type: "disabled" } });
+  assert.ok(plain.content.every((b) => b.type !== "thinking"), JSON.stringify(plain.content));
+  assert.equal(plain.content[0]!.type, "text");
 
   // Given back in a later turn, with a redacted one, the thought is accepted (and left out of the prompt).
   const next = await client.messages.countTokens({ ...body, messages: [body.messages[0]!, { role: "assistant", content: [thinking, { type: "redacted_thinking", data: "xyz" }, { type: "text", text: "Because." }] }, { role: "user", content: "Why?" }] });
@@ -178,6 +183,10 @@ test("issue 44.1 errors in Anthropic's envelope and statuses, with request-id, R
   }
   const unknownPath = await post("/v1/messages/batches", { requests: [] });
   assert.equal((await anthropicErrorOf(unknownPath)).status, 404);
+  assert.equal(unknownPath.headers.get("request-id"), unknownPath.headers.get("x-request-id"));
+  const wrongMethod = await srv.get("/v1/messages", { headers: { "x-api-key": key } });
+  assert.deepEqual(await anthropicErrorOf(wrongMethod), { status: 405, type: "invalid_request_error", message: "Method GET is not allowed on /v1/messages; use POST." });
+  assert.ok(wrongMethod.headers.get("request-id") && wrongMethod.headers.get("retry-after"));
 
   const loading = await srv.anthropic(key).messages.create({ model: "lazy", max_tokens: 2, messages: [{ role: "user", content: "Hi" }] }).catch((err: unknown) => err);
   assert.ok(loading instanceof Anthropic.APIError && loading.status === 529, String(loading));
@@ -253,13 +262,21 @@ test("issue 44.1 nothing differs by door: a message is charged as the same chat 
   const body = { model: "stories", max_tokens: 15, temperature: 0, system: "Be brief.", messages: [{ role: "user" as const, content: "Once upon a time" }] };
   const message = await srv.anthropic(a.key).messages.create(body);
   const chat = await srv.openai(b.key).chat.completions.create({ model: "stories", max_tokens: 15, temperature: 0, messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Once upon a time" }] });
-  assert.equal(message.usage.input_tokens, chat.usage!.prompt_tokens);
+  // As on Anthropic, the prompt is input_tokens plus the cache reads: the same prompt as chat's.
+  assert.equal(message.usage.input_tokens + message.usage.cache_read_input_tokens!, chat.usage!.prompt_tokens);
   assert.equal(message.usage.output_tokens, chat.usage!.completion_tokens);
   assert.equal(message.content[0]!.type === "text" && message.content[0]!.text, chat.choices[0]!.message.content);
   const rowsA = await usageRows(srv.server, srv.config, a.accountId, a.id);
   const rowsB = await usageRows(srv.server, srv.config, b.accountId, b.id);
   assert.deepEqual(rowsA, rowsB);
   assert.deepEqual(rowsA, [["stories", "chat", 1, chat.usage!.prompt_tokens, chat.usage!.completion_tokens]]);
+
+  // The same prompt again: the engine reuses its KV cache, and says so; the usage row still counts the whole prompt.
+  const again = await srv.anthropic(a.key).messages.create(body);
+  assert.ok(again.usage.cache_read_input_tokens! > 0, JSON.stringify(again.usage));
+  assert.equal(again.usage.input_tokens + again.usage.cache_read_input_tokens!, chat.usage!.prompt_tokens);
+  const [row] = await usageRows(srv.server, srv.config, a.accountId, a.id);
+  assert.equal(row![3], 2 * chat.usage!.prompt_tokens);
 });
 
 test("issue 44.1 stream: pings while waiting, then an error after the start is one error event in Anthropic's envelope; a call that does not parse is that error, not half a block", async () => {
@@ -303,4 +320,71 @@ test("issue 44.1 stream: pings while waiting, then an error after the start is o
   } finally {
     await app.close();
   }
+});
+
+test("issue 44.1 stop_sequences: the one that ended the message is stop_reason stop_sequence with its text, streamed and not", async () => {
+  const body = { model: "stories", max_tokens: 60, temperature: 0, stop_sequences: ["zzz", "little"], messages: [{ role: "user" as const, content: "Once upon a time" }] };
+  const message = await client.messages.create(body);
+  assert.equal(message.stop_reason, "stop_sequence", JSON.stringify(message));
+  assert.equal(message.stop_sequence, "little");
+  assert.ok(message.content[0]!.type === "text" && !message.content[0]!.text.includes("little"));
+  const final = await client.messages.stream(body).finalMessage();
+  assert.equal(final.stop_reason, "stop_sequence");
+  assert.equal(final.stop_sequence, "little");
+});
+
+test("issue 44.1 a model without tools answers Claude Code's requests (its tools left out, the calls in its history kept); a forced call is still the capability 400", async () => {
+  const conversation: Anthropic.MessageParam[] = [
+    { role: "user", content: "Weather in Paris?" },
+    { role: "assistant", content: [{ type: "tool_use", id: "toolu_1", name: "get_weather", input: { city: "Paris" } }] },
+    { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: "21 degrees", is_error: false }, { type: "text", text: "And then?" }] },
+  ];
+  const message = await client.messages.create({ model: "stories", max_tokens: 5, tools: [weather], messages: conversation });
+  assert.equal(message.content[0]!.type, "text");
+  const counted = await client.messages.countTokens({ model: "stories", tools: [weather], messages: conversation });
+  assert.equal(counted.input_tokens, message.usage.input_tokens + message.usage.cache_read_input_tokens!);
+  const forced = await post("/v1/messages", { model: "stories", max_tokens: 5, tools: [weather], tool_choice: { type: "any" }, messages: conversation });
+  const error = await anthropicErrorOf(forced);
+  assert.equal(error.status, 400);
+  assert.match(error.message, /^tools: /);
+});
+
+test("issue 44.1 a tool's input_schema guides the call unless strict: keywords the grammar cannot enforce are dropped, and refused naming them with strict: true", async () => {
+  const bounded = { name: "set_volume", input_schema: { type: "object" as const, properties: { level: { type: "integer", minimum: 0, maximum: 10 }, unit: { type: "string", pattern: "^db$" } }, required: ["level"] } };
+  const call = await client.messages.create({ model: "tools", max_tokens: 100, tools: [bounded], tool_choice: { type: "tool", name: "set_volume" }, messages: [{ role: "user", content: "Louder" }] });
+  const use = call.content.find((b) => b.type === "tool_use");
+  assert.ok(use && use.type === "tool_use" && Number.isInteger((use.input as { level: number }).level), JSON.stringify(call.content));
+  const strict = await post("/v1/messages/count_tokens", { model: "tools", tools: [{ ...bounded, strict: true }], tool_choice: { type: "any" }, messages: [{ role: "user", content: "Louder" }] });
+  const error = await anthropicErrorOf(strict);
+  assert.equal(error.status, 400);
+  assert.match(error.message, /^tools\[0\]\.input_schema\.properties\.level\.minimum: /);
+});
+
+test("issue 44.1 a call that max_tokens cuts short: left out of the message (stop_reason max_tokens), streamed as far as it went", async () => {
+  const body = { model: "tools", max_tokens: 3, tools: [weather], tool_choice: { type: "tool" as const, name: "get_weather" }, messages: [{ role: "user" as const, content: "Weather in Paris?" }] };
+  const message = await client.messages.create(body);
+  assert.equal(message.stop_reason, "max_tokens");
+  assert.ok(message.content.every((b) => b.type !== "tool_use"), JSON.stringify(message.content));
+  const events = parseNamedSse(await (await post("/v1/messages", { ...body, stream: true })).text()).filter((e) => e.type !== "ping");
+  assert.deepEqual(events.slice(-3).map((e) => e.type), ["content_block_stop", "message_delta", "message_stop"]);
+  assert.equal(events.at(-2)!.delta.stop_reason, "max_tokens");
+});
+
+test("issue 44.1 a role: system message in messages joins the system prompt, and unknown fields are ignored", async () => {
+  const withSystem = await post("/v1/messages/count_tokens?beta=true", {
+    model: "stories",
+    system: [{ type: "text", text: "You tell stories.", cache_control: { type: "ephemeral" } }],
+    messages: [{ role: "user", content: "Hi" }],
+  });
+  const folded = await post("/v1/messages/count_tokens", {
+    model: "stories",
+    messages: [{ role: "system", content: "You tell stories." }, { role: "user", content: "Hi" }],
+    context_management: { edits: [] },
+    output_config: { effort: "low" },
+    tools: [{ name: "Read", input_schema: { type: "object" }, defer_loading: true }, { type: "web_search_20250305", name: "web_search", max_uses: 2 }],
+    metadata: { user_id: "user_1" },
+  });
+  assert.equal(withSystem.status, 200);
+  assert.equal(folded.status, 200);
+  assert.deepEqual(await folded.json(), await withSystem.json());
 });

@@ -82,6 +82,7 @@ test("issue 14 every operation has an operationId, tags, a 2xx body, the error e
   assert.deepEqual(messages.responses["529"].content["application/json"].schema, { $ref: "#/components/schemas/AnthropicErrorEnvelope" });
   assert.deepEqual(doc.paths["/v1/messages/count_tokens"].post.responses["200"].content["application/json"].schema, { $ref: "#/components/schemas/CountTokensResponse" });
   assert.deepEqual(messages.security, [{ apiKey: [] }, { xApiKey: [] }]);
+  for (const status of ["200", "401", "529"]) assert.ok(messages.responses[status].headers["anthropic-ratelimit-requests-remaining"] && messages.responses[status].headers["retry-after"], `${status} documents Anthropic's headers`);
   // A console session stands in for the admin token; a change with it also needs the session's CSRF token.
   assert.deepEqual(doc.paths["/admin/v1/keys"].post.security, [{ adminToken: [] }, { consoleCookie: [], csrfToken: [] }]);
   assert.deepEqual(doc.paths["/admin/v1/audit"].get.security, [{ adminToken: [] }, { consoleCookie: [] }]);

@@ -25,6 +25,13 @@ export interface ToolDefinition {
   name: string;
   description?: string;
   parameters?: Record<string, unknown>;
+  /** Where the parameters' schema is in the request, for a 400 about it (chat's `tools[i].function.parameters` by default). */
+  parametersParam?: string;
+  /**
+   * The schema guides the call and is not a contract (Anthropic's tools without `strict: true`): a keyword an
+   * engine's grammar cannot enforce (`minimum`, `pattern`, …) is dropped instead of refused.
+   */
+  looseParameters?: boolean;
 }
 
 export interface JsonSchemaFormat {
@@ -56,6 +63,11 @@ export interface ChatRequest {
   /** null: no logprobs; otherwise how many alternatives per token (0..20). */
   topLogprobs: number | null;
   /**
+   * false: a reasoning model answers without thinking first (Anthropic's `thinking: disabled`), on engines that can
+   * switch it (llama); absent or true: the model's default (a reasoning model thinks).
+   */
+  reasoning?: boolean;
+  /**
    * The caller sends nothing to its client before the generation ends (a non-stream completion), so an engine may
    * start the generation over (an upstream engine retries it elsewhere) without anyone seeing a partial answer.
    */
@@ -81,7 +93,11 @@ export type ChatDelta =
   | { type: "reasoning"; text: string }
   /** The first delta of a call has id and name; later ones only argument fragments. */
   | { type: "tool_call"; index: number; id?: string; name?: string; arguments: string }
-  | { type: "done"; finishReason: FinishReason; usage: Usage };
+  /**
+   * `stopSequence`: the request's stop string that ended the generation, where the engine says which one did;
+   * `cachedPromptTokens`: how many of the prompt's tokens came from the KV cache (prefix reuse), where it knows.
+   */
+  | { type: "done"; finishReason: FinishReason; usage: Usage; stopSequence?: string; cachedPromptTokens?: number };
 
 /**
  * A raw-prompt completion (/v1/completions): the prompt is the prompt, no chat template is applied, and the text of

@@ -34,7 +34,7 @@ export function toAnthropicError(err: AppError): { status: number; body: Anthrop
   // Anthropic's envelope has no param: the field leads the message, as in Anthropic's own ("messages.0.content: …").
   const message = overflow
     ? `prompt is too long: ${overflow.promptTokens} tokens > ${overflow.window} maximum`
-    : err.param !== null && !err.message.includes(err.param)
+    : err.param !== null && !err.message.startsWith(err.param) && !err.message.includes(`'${err.param}'`)
       ? `${err.param}: ${err.message}`
       : err.message;
   return { status, body: { type: "error", error: { type: typeOf(status), message } } };

@@ -29,6 +29,8 @@ export interface CachedGeneration {
   /** The output in the events it was streamed as (one per generated piece when the miss was not streamed). */
   deltas: CachedDelta[];
   finishReason: FinishReason;
+  /** The stop string that ended it, when the engine said. */
+  stopSequence?: string;
   usage: TokenAmount;
   /** What the miss reserved at admission (its prompt and completion cap): a hit reserves the same. */
   reserved: TokenAmount;

@@ -8,7 +8,8 @@ import { limitBody } from "../plugins/body-limit.ts";
 import { errorHandler } from "../plugins/error-handler.ts";
 import { anthropicRoutes } from "../features/index.ts";
 
-function addAnthropicHeaders(reply: FastifyReply): void {
+function addAnthropicHeaders(request: FastifyRequest, reply: FastifyReply): void {
+  reply.header("request-id", request.id);
   reply.headers(anthropicHeaders(reply.getHeaders(), Date.now()));
 }
 
@@ -20,21 +21,17 @@ function addAnthropicHeaders(reply: FastifyReply): void {
  */
 export default async function anthropicScope(app: FastifyInstance): Promise<void> {
   app.setErrorHandler(errorHandler(toAnthropicError));
-  app.addHook("onRequest", (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
-    reply.header("request-id", request.id);
-    done();
-  });
   app.addHook("onRequest", app.apiKeys.authenticateWith(anthropicKey));
   app.addHook("onRequest", app.apiKeys.checkIpAllowlist);
   app.addHook("onRequest", app.limits.key);
   app.addHook("preParsing", limitBody);
-  // Before the handler, for a stream (its headers go out with its first event); again as any answer is sent.
-  app.addHook("preHandler", (_request, reply, done) => {
-    addAnthropicHeaders(reply);
+  // A stream's headers go out with its first event, past onSend: they are set before its handler.
+  app.addHook("preHandler", (request, reply, done) => {
+    if ((request.body as { stream?: unknown } | undefined)?.stream === true) addAnthropicHeaders(request, reply);
     done();
   });
-  app.addHook("onSend", (_request, reply, payload, done) => {
-    addAnthropicHeaders(reply);
+  app.addHook("onSend", (request, reply, payload, done) => {
+    addAnthropicHeaders(request, reply);
     done(null, payload);
   });
   documentCallers(app, apiKeyCallers);

@@ -30,7 +30,7 @@ export async function buildGenerationPlan(
     for (const { tool, i } of tools) {
       functions[tool.name] = {
         description: tool.description,
-        params: toGbnfJsonSchema(tool.parameters ?? { type: "object", properties: {} }, `tools[${i}].function.parameters`),
+        params: toGbnfJsonSchema(tool.parameters ?? { type: "object", properties: {} }, tool.parametersParam ?? `tools[${i}].function.parameters`, { loose: tool.looseParameters === true }),
       } as ChatModelFunctions[string];
     }
     plan.functions = functions;

@@ -23,8 +23,8 @@ import { GRAMMAR_MAX_INTEGER } from "./grammar-fixes.ts";
  * - `{}` / `true` (any value) become an explicit any-JSON alternative; `false` is rejected;
  * - OpenAPI's `nullable: true` adds a null alternative.
  */
-export function toGbnfJsonSchema(schema: unknown, basePath: string): GbnfJsonSchema {
-  const converter = new SchemaConverter(schema);
+export function toGbnfJsonSchema(schema: unknown, basePath: string, options: { loose?: boolean } = {}): GbnfJsonSchema {
+  const converter = new SchemaConverter(schema, options.loose === true);
   const root = converter.convert(schema, basePath);
   const defs = converter.finishDefs(basePath);
   if (Object.keys(defs).length === 0) return root;
@@ -164,7 +164,11 @@ class SchemaConverter {
   private depth = 0;
   private nodes = 0;
 
-  constructor(root: unknown) {
+  /** `loose`: keywords the grammar cannot enforce are left out of it instead of refused (the schema is a hint). */
+  constructor(
+    root: unknown,
+    private readonly loose = false,
+  ) {
     if (!isObject(root)) return;
     for (const keyword of ["$defs", "definitions"]) {
       const defs = root[keyword];
@@ -255,7 +259,7 @@ class SchemaConverter {
     if (!isObject(schema)) reject(path, "A JSON schema must be an object or a boolean");
 
     for (const [keyword, isNoop] of Object.entries(UNSUPPORTED)) {
-      if (keyword in schema && !isNoop(schema[keyword]) && !integerBoundHeld(schema, keyword)) {
+      if (!this.loose && keyword in schema && !isNoop(schema[keyword]) && !integerBoundHeld(schema, keyword)) {
         reject(child(path, keyword), `The JSON schema keyword '${keyword}' cannot be enforced by the grammar; remove it`);
       }
     }

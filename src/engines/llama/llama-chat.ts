@@ -46,6 +46,8 @@ export async function* chatOnSequence(run: ChatRun): AsyncIterable<ChatDelta> {
   const onAbort = () => stop.abort(signal.reason);
   signal.addEventListener("abort", onAbort, { once: true });
   const startTokens = sequence.tokenMeter.usedOutputTokens;
+  // What the sequence already holds of this prompt is not evaluated again (but its last token always is).
+  const cachedPromptTokens = Math.max(0, Math.min(sequence.compareContextTokens(run.tokens).firstDifferentIndex, run.tokens.length - 1));
   const chat = new LlamaChat({ contextSequence: sequence, chatWrapper: plan.wrapper ?? wrapper });
   const queue = new AsyncQueue<ChatDelta>();
   let callIndex = -1;
@@ -100,10 +102,13 @@ export async function* chatOnSequence(run: ChatRun): AsyncIterable<ChatDelta> {
             : reason === "functionCalls" || (result.functionCalls?.length ?? 0) > 0
               ? "tool_calls"
               : "stop";
+        const trigger = result.metadata.stopReason === "customStopTrigger" ? result.metadata.customStopTrigger : null;
         queue.push({
           type: "done",
           finishReason,
           usage: { promptTokens: run.promptTokens, completionTokens: sequence.tokenMeter.usedOutputTokens - startTokens },
+          cachedPromptTokens,
+          ...(trigger ? { stopSequence: trigger.filter((part) => typeof part === "string").join("") } : {}),
         });
         queue.end();
       },

@@ -238,8 +238,8 @@ export class LlamaEngine implements Engine, ChatPort<LlamaPreparedChat>, Complet
     const { model, context, wrapper, baseWrapper } = this.ready();
     const history = toChatHistory(req.messages);
     const plan = await buildGenerationPlan(req, { model, baseWrapper, history });
-    // The logprobs loop renders with the model's own wrapper (no opened thought segment).
-    const renderWith = plan.wrapper ?? (req.topLogprobs !== null ? baseWrapper : wrapper);
+    // The logprobs loop, and a request without thinking, render with the model's own wrapper (no opened thought segment).
+    const renderWith = plan.wrapper ?? (req.topLogprobs !== null || req.reasoning === false ? baseWrapper : wrapper);
     const { contextText } = renderWith.generateContextState({
       chatHistory: history,
       availableFunctions: plan.functions,
@@ -307,7 +307,9 @@ export class LlamaEngine implements Engine, ChatPort<LlamaPreparedChat>, Complet
 
   /** One chat on a lent sequence: the logprobs loop, or LlamaChat. */
   private generate(req: ChatRequest, prepared: LlamaPreparedChat, signal: AbortSignal, sequence: LlamaContextSequence): AsyncIterable<ChatDelta> {
-    const { model, wrapper } = this.ready();
+    const ready = this.ready();
+    const { model } = ready;
+    const wrapper = req.reasoning === false ? ready.baseWrapper : ready.wrapper;
     const temperature = req.temperature ?? this.entry.defaults.temperature ?? defaultTemperature;
     const topP = req.topP ?? this.entry.defaults.topP ?? defaultTopP;
     return chatOnSequence({ model, wrapper, sequence, req, plan: prepared.plan, tokens: prepared.tokens, maxTokens: prepared.maxTokens, promptTokens: prepared.promptTokens, temperature, topP, signal });

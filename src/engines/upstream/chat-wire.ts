@@ -80,7 +80,7 @@ export interface WireChunk {
     logprobs?: { content?: TokenLogprob[] | null } | null;
     finish_reason?: string | null;
   }[];
-  usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
+  usage?: { prompt_tokens?: number; completion_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } | null } | null;
   error?: unknown;
 }
 
@@ -98,6 +98,8 @@ export function toFinishReason(reason: string): FinishReason {
 export class ChunkReader {
   finishReason: FinishReason | null = null;
   usage: { promptTokens: number; completionTokens: number } | null = null;
+  /** The prompt tokens the upstream took from its cache, when it says (OpenAI's `prompt_tokens_details.cached_tokens`). */
+  cachedPromptTokens: number | undefined;
   /** Content and reasoning pieces seen: the completion estimate when the upstream reports no usage. */
   pieces = 0;
   private readonly callsSeen = new Set<number>();
@@ -106,6 +108,8 @@ export class ChunkReader {
     const out: ChatDelta[] = [];
     if (chunk.usage && typeof chunk.usage.prompt_tokens === "number") {
       this.usage = { promptTokens: chunk.usage.prompt_tokens, completionTokens: chunk.usage.completion_tokens ?? 0 };
+      const cached = chunk.usage.prompt_tokens_details?.cached_tokens;
+      if (typeof cached === "number" && cached >= 0) this.cachedPromptTokens = cached;
     }
     const choice = chunk.choices?.[0];
     if (!choice) return out;

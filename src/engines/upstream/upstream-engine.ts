@@ -300,7 +300,8 @@ export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, C
     if (reader.finishReason === null) throw endedEarly(client.origin);
     // No usage from the upstream: the prompt as counted in prepare (0 when not counted) and one token per piece.
     const usage = reader.usage ?? { promptTokens: prepared.promptTokens, completionTokens: reader.pieces };
-    yield [{ type: "done", finishReason: reader.finishReason, usage }];
+    const cached = reader.cachedPromptTokens;
+    yield [{ type: "done", finishReason: reader.finishReason, usage, ...(cached !== undefined ? { cachedPromptTokens: Math.min(cached, usage.promptTokens) } : {}) }];
   }
 
   prepareEmbed(): PreparedEmbed {

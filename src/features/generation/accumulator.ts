@@ -14,6 +14,10 @@ export class Accumulator {
   logprobs: TokenLogprob[] = [];
   toolCalls: CollectedToolCall[] = [];
   finishReason: FinishReason | null = null;
+  /** The stop string that ended the generation, when the engine says (Anthropic's `stop_sequence`). */
+  stopSequence: string | null = null;
+  /** Of promptTokens, those the engine took from its KV cache, when it says (0 otherwise). */
+  cachedPromptTokens = 0;
   promptTokens = 0;
   completionTokens = 0;
   /** Deltas seen, the completion-token estimate when generation is cut before the engine reports usage. */
@@ -42,6 +46,8 @@ export class Accumulator {
       }
       case "done":
         this.finishReason = delta.finishReason;
+        this.stopSequence = delta.stopSequence ?? null;
+        this.cachedPromptTokens = delta.cachedPromptTokens ?? 0;
         this.promptTokens = delta.usage.promptTokens;
         this.completionTokens = delta.usage.completionTokens;
         break;

@@ -39,6 +39,7 @@ export class GenerationRecording {
     this.save({
       deltas: this.deltas,
       finishReason: output.finishReason,
+      ...(output.stopSequence !== null ? { stopSequence: output.stopSequence } : {}),
       usage: { promptTokens: output.promptTokens, completionTokens: output.completionTokens },
       reserved: this.reserved,
       servedBy,
@@ -50,6 +51,6 @@ export class GenerationRecording {
 export function replayedOutput(hit: CachedGeneration): Accumulator {
   const output = new Accumulator();
   for (const delta of hit.deltas) output.add(delta);
-  output.add({ type: "done", finishReason: hit.finishReason, usage: hit.usage });
+  output.add({ type: "done", finishReason: hit.finishReason, usage: hit.usage, stopSequence: hit.stopSequence });
   return output;
 }

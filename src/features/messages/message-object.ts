@@ -9,9 +9,10 @@ export function newId(prefix: "msg" | "toolu"): string {
   return `${prefix}_${randomUUID().replaceAll("-", "")}`;
 }
 
-/** Our finish reason in Anthropic's terms. */
-export function stopReasonOf(reason: FinishReason): StopReason {
-  return reason === "length" ? "max_tokens" : reason === "tool_calls" ? "tool_use" : "end_turn";
+/** How the generation ended, in Anthropic's terms: a stop string is `stop_sequence` when the engine said which. */
+export function stopOf(reason: FinishReason, output: Accumulator): { stop_reason: StopReason; stop_sequence: string | null } {
+  if (reason === "stop" && output.stopSequence !== null) return { stop_reason: "stop_sequence", stop_sequence: output.stopSequence };
+  return { stop_reason: reason === "length" ? "max_tokens" : reason === "tool_calls" ? "tool_use" : "end_turn", stop_sequence: null };
 }
 
 /**
@@ -40,17 +41,37 @@ export function toolInput(name: string, args: string): Record<string, unknown> {
   return input as Record<string, unknown>;
 }
 
-export function usageOf(promptTokens: number, completionTokens: number): MessageUsage {
-  // Prefix reuse happens in the engines, which do not report it: no cached reads are claimed.
-  return { input_tokens: promptTokens, output_tokens: completionTokens, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 };
+/**
+ * Anthropic's usage: as there, `input_tokens` are the prompt tokens not read from the cache, and the prompt is
+ * their sum with `cache_read_input_tokens` (what the engine reused of its KV cache, where it says). Nothing is
+ * written to a cache on request, so `cache_creation_input_tokens` is 0. Usage rows and billing count the whole prompt.
+ */
+export function usageOf(promptTokens: number, completionTokens: number, cachedPromptTokens = 0): MessageUsage {
+  const cached = Math.min(cachedPromptTokens, promptTokens);
+  return { input_tokens: promptTokens - cached, output_tokens: completionTokens, cache_read_input_tokens: cached, cache_creation_input_tokens: 0 };
 }
 
-/** The blocks of a finished generation, in the order a model produces them: thought, text, calls. */
+/** Whether a call's arguments are a JSON object (a call cut short by max_tokens is not). */
+function parses(args: string): boolean {
+  try {
+    toolInput("", args);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The blocks of a finished generation, in the order a model produces them: thought, text, calls. A call that
+ * max_tokens cut short is left out (stop_reason max_tokens says why); any other that does not parse is an error.
+ */
 export function contentOf(output: Accumulator): ContentBlock[] {
   const blocks: ContentBlock[] = [];
+  const cut = output.finishReason === "length";
+  const calls = output.toolCalls.filter((call, i) => !(cut && i === output.toolCalls.length - 1 && !parses(call.function.arguments)));
   if (output.reasoning.length > 0) blocks.push({ type: "thinking", thinking: output.reasoning, signature: signatureOf(output.reasoning) });
-  if (output.content.length > 0 || output.toolCalls.length === 0) blocks.push({ type: "text", text: output.content });
-  for (const call of output.toolCalls) {
+  if (output.content.length > 0 || calls.length === 0) blocks.push({ type: "text", text: output.content });
+  for (const call of calls) {
     blocks.push({ type: "tool_use", id: toolUseId(call.id), name: call.function.name, input: toolInput(call.function.name, call.function.arguments) });
   }
   return blocks;
@@ -63,15 +84,13 @@ export function toolUseId(callId: string): string {
 
 /** The whole message of a finished generation. */
 export function messageOf(id: string, model: string, output: Accumulator): MessageObject {
-  const reason = output.finishReason ?? "stop";
   return {
     id,
     type: "message",
     role: "assistant",
     model,
     content: contentOf(output),
-    stop_reason: stopReasonOf(reason),
-    stop_sequence: null,
-    usage: usageOf(output.promptTokens, output.completionTokens),
+    ...stopOf(output.finishReason ?? "stop", output),
+    usage: usageOf(output.promptTokens, output.completionTokens, output.cachedPromptTokens),
   };
 }

@@ -5,7 +5,7 @@ import type { FailureFrame, SseStream, StreamEvent } from "../../http/sse.ts";
 import type { Accumulator } from "../generation/accumulator.ts";
 import type { ChatStreamWriter } from "../generation/run-chat.ts";
 import type { OutputDelta } from "../generation/stream-batcher.ts";
-import { signatureOf, stopReasonOf, toolInput, toolUseId, usageOf } from "./message-object.ts";
+import { signatureOf, stopOf, toolInput, toolUseId, usageOf } from "./message-object.ts";
 
 /** The block being streamed, with what it has received so far. */
 type OpenBlock = { type: "text" | "thinking"; text: string } | { type: "tool_use"; name: string; json: string };
@@ -66,9 +66,10 @@ export class MessageStreamWriter implements ChatStreamWriter {
   finish(reason: FinishReason, output: Accumulator): void {
     // A generation with no output still has its (empty) text block, as the message object does.
     if (this.index < 0) this.openBlock({ type: "text", text: "" }, { type: "text", text: "" });
-    this.closeBlock();
-    const usage = usageOf(output.promptTokens, output.completionTokens);
-    this.emit("message_delta", { delta: { stop_reason: stopReasonOf(reason), stop_sequence: null }, usage });
+    // A call that max_tokens cut short has streamed what it had; stop_reason max_tokens says why it is partial.
+    this.closeBlock(reason === "length");
+    const usage = usageOf(output.promptTokens, output.completionTokens, output.cachedPromptTokens);
+    this.emit("message_delta", { delta: stopOf(reason, output), usage });
     this.emit("message_stop", {});
     this.sse!.close();
   }
@@ -91,12 +92,12 @@ export class MessageStreamWriter implements ChatStreamWriter {
     this.emit("content_block_start", { index: this.index, content_block: contentBlock });
   }
 
-  private closeBlock(): void {
+  private closeBlock(cut = false): void {
     const open = this.open;
     if (!open) return;
     this.open = null;
     // A call whose arguments do not parse fails the stream here (an error event), before its block is closed.
-    if (open.type === "tool_use") toolInput(open.name, open.json);
+    if (open.type === "tool_use" && !cut) toolInput(open.name, open.json);
     if (open.type === "thinking") this.emit("content_block_delta", { index: this.index, delta: { type: "signature_delta", signature: signatureOf(open.text) } });
     this.emit("content_block_stop", { index: this.index });
   }

@@ -124,7 +124,14 @@ function toTools(tools: ToolParam[] | undefined): { tools: ToolDefinition[]; ser
   (tools ?? []).forEach((tool, i) => {
     if (tool.type !== undefined && tool.type !== "custom") return;
     served.push(i);
-    definitions.push({ name: tool.name, description: tool.description, parameters: tool.input_schema ?? { type: "object", properties: {} } });
+    definitions.push({
+      name: tool.name,
+      description: tool.description,
+      parameters: tool.input_schema ?? { type: "object", properties: {} },
+      parametersParam: `tools[${i}].input_schema`,
+      // Anthropic guarantees a tool's schema only with strict: true; without it, the schema guides the call.
+      looseParameters: tool.strict !== true,
+    });
   });
   return { tools: definitions, served };
 }
@@ -136,11 +143,15 @@ function toChoice(body: CountTokensRequest, tools: ToolDefinition[], served: num
   return toToolChoice(tools, (i) => `tools[${served[i]}].name`, wire);
 }
 
-/** The request's conversation and tools as the engine takes them (what count_tokens counts, and messages runs). */
-function toConversation(body: CountTokensRequest): Pick<ChatRequest, "messages" | "tools" | "toolChoice"> {
+/**
+ * The request's conversation, tools and thinking as the engine takes them (what count_tokens counts, and messages
+ * runs). `thinking: disabled` switches a reasoning model's thought off where the engine can; `enabled` and
+ * `adaptive` leave the model's default (a reasoning model thinks).
+ */
+function toConversation(body: CountTokensRequest): Pick<ChatRequest, "messages" | "tools" | "toolChoice" | "reasoning"> {
   const messages = toMessages(body);
   const { tools, served } = toTools(body.tools);
-  return { messages, tools, toolChoice: toChoice(body, tools, served) };
+  return { messages, tools, toolChoice: toChoice(body, tools, served), ...(body.thinking?.type === "disabled" ? { reasoning: false } : {}) };
 }
 
 /**

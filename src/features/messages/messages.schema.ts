@@ -52,6 +52,7 @@ export const ToolParam = Type.Object({
   description: Type.Optional(Type.String()),
   input_schema: Type.Optional(Type.Object({}, { additionalProperties: true })),
   type: Type.Optional(Type.String({ description: "custom (or absent) is served; Anthropic's server tools (web_search_…, bash_…) are ignored" })),
+  strict: Type.Optional(Type.Boolean({ description: "true: input_schema is enforced as chat's tools are (a keyword the engine cannot enforce is a 400); otherwise such keywords are dropped" })),
   ...CacheControl,
 });
 export type ToolParam = Static<typeof ToolParam>;

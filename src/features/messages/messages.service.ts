@@ -1,4 +1,5 @@
 import type { AppContext } from "../../app-context.ts";
+import type { ChatRequest } from "../../engines/engine.ts";
 import type { SseStream } from "../../http/sse.ts";
 import { collectChat, streamChatTo } from "../generation/run-chat.ts";
 import { prepareInference } from "../inference.ts";
@@ -8,9 +9,25 @@ import { MessageStreamWriter } from "./message-stream.ts";
 import type { CountTokensRequest, CountTokensResponse, MessageObject, MessagesRequest } from "./messages.schema.ts";
 import { toCountTokensChatRequest, toMessagesChatRequest } from "./messages.request.ts";
 
+/**
+ * Anthropic's clients send their tools with every request (Claude Code sends a few dozen). A model (or route)
+ * without the `tools` capability may still answer in text: its tools are left out, unless the request asks for a
+ * call (`any`, or a named tool), which the capability check then refuses naming `tools`.
+ */
+function toolsItCanTake(ctx: AppContext, model: string, req: ChatRequest): ChatRequest {
+  if (req.tools.length === 0 || req.toolChoice === "required" || typeof req.toolChoice === "object") return req;
+  const capabilities = (ctx.catalog.route(model)?.asModel ?? ctx.catalog.find(model))?.entry.capabilities;
+  if (!capabilities || capabilities.includes("tools")) return req;
+  return { ...req, tools: [], toolChoice: "none" };
+}
+
+function chatRequestOf(ctx: AppContext, request: RequestContext, body: MessagesRequest): ChatRequest {
+  return toolsItCanTake(ctx, body.model, toMessagesChatRequest(body, request.auth.plan));
+}
+
 /** POST /v1/messages without stream: the generation runs on the chat path, and the output comes back as blocks. */
 export async function createMessage(ctx: AppContext, request: RequestContext, body: MessagesRequest): Promise<MessageObject> {
-  const req = toMessagesChatRequest(body, request.auth.plan);
+  const req = chatRequestOf(ctx, request, body);
   const { output } = await collectChat(ctx, request, body.model, req);
   return messageOf(newId("msg"), answerModel(request, body.model), output);
 }
@@ -25,7 +42,7 @@ export function messageStreamWriter(body: MessagesRequest, request: RequestConte
  * once queued: a long prompt's prefill is a wait as well, and Anthropic's clients time out a silent stream.
  */
 export async function streamMessage(ctx: AppContext, request: RequestContext, body: MessagesRequest, sse: SseStream, writer: MessageStreamWriter): Promise<void> {
-  const req = toMessagesChatRequest(body, request.auth.plan);
+  const req = chatRequestOf(ctx, request, body);
   writer.attach(sse);
   sse.keepAliveUntilFirstFrame();
   await streamChatTo(ctx, request, body.model, req, sse, writer);
@@ -36,7 +53,7 @@ export async function streamMessage(ctx: AppContext, request: RequestContext, bo
  * be before it runs (the same checks and 400s), without a slot, a reservation or usage; counted as a request.
  */
 export async function countTokens(ctx: AppContext, request: RequestContext, body: CountTokensRequest): Promise<CountTokensResponse> {
-  const req = toCountTokensChatRequest(body, request.auth.plan);
+  const req = toolsItCanTake(ctx, body.model, toCountTokensChatRequest(body, request.auth.plan));
   const { prepared } = await prepareInference(ctx, request, {
     model: body.model,
     port: "chat",

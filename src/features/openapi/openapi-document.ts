@@ -21,13 +21,26 @@ const rateLimitHeaders = {
 };
 const retryAfterHeader = { "retry-after": { type: "integer", description: "Seconds to wait: when the window, quota period or budget period resets" } };
 
-/** Each /v1 response documented with the rate-limit headers (and Retry-After on 429 and 503). */
-function withRateLimitHeaders(response: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
+/** What Anthropic's Messages API answers carry beside ours (src/scopes/anthropic.scope.ts), on every status. */
+const anthropicHeaders = {
+  "request-id": { type: "string", description: "The request's id (as x-request-id)" },
+  "retry-after": { type: "integer", description: "Seconds to wait: on a 429 or 529 the wait; otherwise until the key's request window admits another request (0 while it has room)" },
+  "anthropic-ratelimit-requests-limit": { type: "integer", description: "As x-ratelimit-limit-requests" },
+  "anthropic-ratelimit-requests-remaining": { type: "integer", description: "As x-ratelimit-remaining-requests" },
+  "anthropic-ratelimit-requests-reset": { type: "string", format: "date-time", description: "When the request window resets (RFC 3339)" },
+  "anthropic-ratelimit-tokens-limit": { type: "integer", description: "As x-ratelimit-limit-tokens (plans that meter tokens)" },
+  "anthropic-ratelimit-tokens-remaining": { type: "integer", description: "As x-ratelimit-remaining-tokens" },
+  "anthropic-ratelimit-tokens-reset": { type: "string", format: "date-time", description: "When the token window resets (RFC 3339)" },
+};
+
+/** Each /v1 response documented with the rate-limit headers (and Retry-After on 429 and 503, on all of /v1/messages). */
+function withRateLimitHeaders(url: string, response: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
   if (!response) return response;
+  const anthropic = url.startsWith("/v1/messages");
   return Object.fromEntries(
     Object.entries(response).map(([status, schema]) => [
       status,
-      { ...(schema as object), headers: { ...rateLimitHeaders, ...(status === "429" || status === "503" ? retryAfterHeader : {}) } },
+      { ...(schema as object), headers: { ...rateLimitHeaders, ...(anthropic ? anthropicHeaders : status === "429" || status === "503" ? retryAfterHeader : {}) } },
     ]),
   );
 }
@@ -47,7 +60,7 @@ export async function registerOpenApi(app: FastifyInstance, schemas: TSchema[]):
       info: {
         title: "Modelgate inference API",
         version: "1",
-        description: "OpenAI-style chat, embeddings, transcription and rerank (the spec's §4), plus the admin API.",
+        description: "OpenAI-style chat, embeddings, transcription and rerank (the spec's §4), Anthropic's Messages API, plus the admin API.",
       },
       servers: [{ url: "/" }],
       tags: [
@@ -70,7 +83,7 @@ export async function registerOpenApi(app: FastifyInstance, schemas: TSchema[]):
       // A multipart form is read part by part, not validated as a body, so it is documented from its own schema.
       if (documented.multipartBody) documented.body = documented.multipartBody;
       delete documented.multipartBody;
-      if (url.startsWith("/v1/")) documented.response = withRateLimitHeaders(documented.response as Record<string, unknown> | undefined);
+      if (url.startsWith("/v1/")) documented.response = withRateLimitHeaders(url, documented.response as Record<string, unknown> | undefined);
       return { schema: documented as FastifySchema, url };
     },
   });
