@@ -35,7 +35,7 @@ test("issue 44 Claude Code on stories260K in-process: its minimal-mode request w
   const { key, id, accountId } = await srv.createKey();
   // --bare (its minimal prompt, with its Bash, Edit and Read tools): the default prompt (about 11k tokens here; this
   // template-less model renders no tools) is far past stories260K's 2,048-token training window, where its answers
-  // are noise that need not end in any bound (docs/decisions/0037).
+  // are noise that need not end in any bound (docs/decisions/0037-claude-code-proof.md).
   const run = await runClaudeCode({ origin: srv.origin, ca: srv.ca, apiKey: key, model: "stories", prompt: "Once upon a time", args: ["--bare"] });
   assert.equal(run.code, 0, run.stdout + run.stderr);
   assert.equal(run.stdout, ", there was a little girl named Lily\n");
