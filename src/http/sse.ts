@@ -50,6 +50,7 @@ export class SseStream {
   private opened = false;
   private ended = false;
   private keepAliveTimer: NodeJS.Timeout | null = null;
+  private corked = false;
 
   constructor(
     private readonly reply: FastifyReply,
@@ -91,7 +92,21 @@ export class SseStream {
   private write(text: string): void {
     if (this.closed) return;
     this.open();
-    this.reply.raw.write(text);
+    const raw = this.reply.raw;
+    // The frames written in one tick (a stream's opening events, its closing ones) leave as one TLS record and one
+    // syscall, not one each: on a short answer the per-write cost is most of the stream's CPU.
+    if (!this.corked) {
+      this.corked = true;
+      raw.cork();
+      process.nextTick(() => this.uncork());
+    }
+    raw.write(text);
+  }
+
+  private uncork(): void {
+    if (!this.corked) return;
+    this.corked = false;
+    this.reply.raw.uncork();
   }
 
   /** While the request waits for its first token, send `: keep-alive` every 15 s so proxies keep the connection. */
@@ -153,6 +168,8 @@ export class SseStream {
     if (this.ended) return;
     this.ended = true;
     this.registry?.delete(this);
+    // Before end(): Node sends the chunked terminator ahead of what a corked response still holds.
+    this.uncork();
     if (this.opened && !this.reply.raw.destroyed) this.reply.raw.end();
   }
 

@@ -1,0 +1,55 @@
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { startServer, type TestServer } from "../harness/server.ts";
+import { startCanned, type Peer } from "../harness/peers.ts";
+import { runClaudeCode } from "../harness/claude-code.ts";
+import { sentenceEndModel } from "../harness/forged-sentence-end.ts";
+import { usageRows } from "./helpers/usage.ts";
+
+/*
+ * Issue 44 Proof: Claude Code headless (`claude -p`) against Modelgate over HTTPS, with a Modelgate key as its
+ * ANTHROPIC_API_KEY and no network besides the server. It exits 0 and prints the model's answer.
+ */
+
+let srv: TestServer;
+let canned: Peer;
+
+before(async () => {
+  canned = await startCanned();
+  srv = await startServer({
+    models: [
+      // stories260K never generates `</s>`, and Claude Code fails a turn that stops at max_tokens: this copy ends
+      // its turn at its first ".", so the answer ends as an assistant's does.
+      { id: "stories", engine: "llama", source: await sentenceEndModel(), capabilities: ["chat", "tools"], contextSize: 16384, parallel: 1, threads: 1, defaults: { temperature: 0 } },
+      { id: "remote", engine: "upstream", capabilities: ["chat", "tools"], upstreams: [{ url: `http://127.0.0.1:${canned.port}/v1`, model: "canned" }] },
+    ],
+  });
+});
+
+after(async () => {
+  await srv?.close();
+  canned?.child.kill();
+});
+
+test("issue 44 Claude Code on stories260K in-process: its minimal-mode request with real tools, max_tokens 32000 capped to the window, prints the model's answer", async () => {
+  const { key, id, accountId } = await srv.createKey();
+  // --bare (its minimal prompt, with its Bash, Edit and Read tools): the default prompt (about 11k tokens here; this
+  // template-less model renders no tools) is far past stories260K's 2,048-token training window, where its answers
+  // are noise that need not end in any bound (docs/decisions/0037-claude-code-proof.md).
+  const run = await runClaudeCode({ origin: srv.origin, ca: srv.ca, apiKey: key, model: "stories", prompt: "Once upon a time", args: ["--bare"] });
+  assert.equal(run.code, 0, run.stdout + run.stderr);
+  assert.equal(run.stdout, ", there was a little girl named Lily\n");
+  const [row] = await usageRows(srv.server, srv.config, accountId, id);
+  assert.deepEqual(row?.slice(0, 3), ["stories", "chat", 1]);
+  // The story's 10 tokens and the "." that ended the turn.
+  assert.equal(row[4], 11);
+});
+
+test("issue 44 Claude Code through engine upstream: its full default request (system, 12 tools, thinking, context_management) streams back the upstream's answer", async () => {
+  const { key, id, accountId } = await srv.createKey();
+  const run = await runClaudeCode({ origin: srv.origin, ca: srv.ca, apiKey: key, model: "remote", prompt: "Tell me a story." });
+  assert.equal(run.code, 0, run.stdout + run.stderr);
+  assert.equal(run.stdout, "Once upon a time there was a little girl who loved to play in the park with her dog\n");
+  // One request, metered as chat is, with the upstream's own usage.
+  assert.deepEqual(await usageRows(srv.server, srv.config, accountId, id), [["remote", "chat", 1, 8, 19]]);
+});
