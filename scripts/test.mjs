@@ -5,7 +5,7 @@
 // asserts depends on the machine's spare CPU (a time budget, a throughput floor), not on another file's data: every
 // file gets its own port, temp dir, database and Redis keys from the harness. Ends with one line of totals.
 import { spawn } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 
 const root = path.resolve(import.meta.dirname, "..");
@@ -19,6 +19,10 @@ const files = process.argv.length > 2
 const alone = files.filter((f) => aloneMark.test(readFileSync(path.resolve(root, f), "utf8").slice(0, 4000)));
 const together = files.filter((f) => !alone.includes(f));
 
+const times = path.join(root, ".cache/test-times");
+rmSync(times, { recursive: true, force: true });
+mkdirSync(times, { recursive: true });
+const reporter = process.stdout.isTTY ? "spec" : "tap"; // node's own default
 const totals = { pass: 0, fail: 0, cancelled: 0, skipped: 0, todo: 0 };
 let failed = false;
 let current = null;
@@ -29,9 +33,11 @@ function phase(name, group, jobs) {
   if (group.length === 0) return Promise.resolve();
   console.log(`\n# ${name}: ${group.length} files, ${jobs} at a time`);
   const started = Date.now();
-  const args = ["--import", "tsx", "--test", `--test-concurrency=${jobs}`, "--test-timeout=300000", ...group];
+  const args = ["--import", "tsx", "--test", `--test-concurrency=${jobs}`, "--test-timeout=300000"];
+  args.push(`--test-reporter=${reporter}`, "--test-reporter-destination=stdout");
+  args.push("--test-reporter=./scripts/test-file-times.mjs", `--test-reporter-destination=${path.join(times, `${name}.jsonl`)}`);
   return new Promise((resolve) => {
-    current = spawn(process.execPath, args, { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
+    current = spawn(process.execPath, [...args, ...group], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
     let tail = "";
     current.stdout.on("data", (chunk) => {
       process.stdout.write(chunk);
@@ -55,6 +61,12 @@ function phase(name, group, jobs) {
 
 await phase("together", together, concurrency);
 await phase("alone", alone, 1);
+const slowest = ["together", "alone"]
+  .filter((name) => existsSync(path.join(times, `${name}.jsonl`)))
+  .flatMap((name) => readFileSync(path.join(times, `${name}.jsonl`), "utf8").trim().split("\n").filter(Boolean).map((l) => ({ ...JSON.parse(l), name })))
+  .sort((a, b) => b.seconds - a.seconds)
+  .slice(0, 10);
+console.log(`# slowest files (seconds of their tests): ${slowest.map((t) => `${path.relative(root, t.file)} ${t.seconds}${t.name === "alone" ? " (alone)" : ""}`).join(", ")}`);
 const failures = totals.fail + totals.cancelled;
 console.log(`tests: ${totals.pass} passed, ${failures} failed, ${totals.skipped + totals.todo} skipped`);
 process.exitCode = failed || failures > 0 ? 1 : 0;

@@ -1,4 +1,3 @@
-// test: alone (a crafted file is refused within 1 s, before it is decoded)
 // Issue 29.7: one upload cannot exhaust memory. The container's declared channels, rate and length are checked
 // before decoding, decoding stops at a samples budget whatever the container said, the recording is never held at
 // its source rate, and the decode worker's heap is bounded.

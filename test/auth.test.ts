@@ -1,4 +1,3 @@
-// test: alone (a revocation is seen within 1 s)
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import OpenAI from "openai";

@@ -1,4 +1,3 @@
-// test: alone (the old key is refused within 1 s of its rotation; drives Chromium)
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createHash, X509Certificate } from "node:crypto";

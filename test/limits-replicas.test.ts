@@ -1,4 +1,3 @@
-// test: alone (a revocation on one replica is seen on another within 1 s)
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync, rmSync } from "node:fs";

@@ -1,4 +1,3 @@
-// test: alone (a revocation is seen on the other replica within 1 s)
 // Issue 16: keep serving when Redis or PostgreSQL go away, limit admin-token guessing, drain cleanly at shutdown.
 // Outages are cut with a TCP proxy in front of the shared services; each scenario runs real `modelgate serve`
 // processes.
