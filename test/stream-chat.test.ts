@@ -1,4 +1,3 @@
-// test: alone (a request after 200 aborted ones is served within 1 s)
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
