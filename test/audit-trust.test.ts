@@ -1,3 +1,4 @@
+// test: alone (two replicas append at once: 20 PostgreSQL connections opened together, each within the pool's 1 s connect timeout)
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";

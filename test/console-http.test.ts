@@ -1,3 +1,4 @@
+// test: alone (30 failed sign-ins, each a password hash, must fall within the limiter's 1-minute window)
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startServer, type TestServer } from "../harness/server.ts";

@@ -1,3 +1,4 @@
+// test: alone (a 1.5 s idle timeout and a 4 s session lifetime, each checked to within 0.5 s)
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";

@@ -1,3 +1,4 @@
+// test: alone (B, one request every 500 ms, keeps within its half of the slots only while generation keeps pace)
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";

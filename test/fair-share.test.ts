@@ -1,3 +1,4 @@
+// test: alone (a wait estimated past maxQueueWait is refused at arrival, within 1 s)
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import pino from "pino";

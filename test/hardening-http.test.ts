@@ -1,3 +1,4 @@
+// test: alone (after a parser error the connection closes within 2 s: a 1 s lingering close, and 1 s to spare)
 // Issue 15: no 5xx, no hang, and no answer outside the §7 envelope under hostile HTTP.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";

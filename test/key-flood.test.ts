@@ -1,3 +1,4 @@
+// test: alone (5,000 requests at concurrency 64: the server must keep accepting within the client's 10 s and the pool connecting within 1 s)
 // Issue 29.3: a flood of random well-formed keys must not reach the database more than the anonymous limit allows.
 // The lookups are counted on the wire, between the server and PostgreSQL: every query that carries one of the flood's
 // key hashes is one that reached the database.

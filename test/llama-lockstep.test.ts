@@ -1,3 +1,4 @@
+// test: alone (two sequences' steps interleave within 1 s)
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { LlamaContextSequence } from "node-llama-cpp";

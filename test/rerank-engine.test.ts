@@ -1,3 +1,4 @@
+// test: alone (an abort returns in under 0.6 of the whole list's time)
 import assert from "node:assert/strict";
 import path from "node:path";
 import { after, before, test } from "node:test";

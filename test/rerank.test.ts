@@ -1,3 +1,4 @@
+// test: alone (the slot is freed in under 0.6 of a whole request's time after an abort)
 import assert from "node:assert/strict";
 import path from "node:path";
 import { after, before, test } from "node:test";

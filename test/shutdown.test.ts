@@ -15,7 +15,8 @@ test("issue 3.12 SIGTERM stops accepting, drains an in-flight stream to [DONE], 
   const dir = tempDir();
   const raw = {
     dataDir: path.join(dir, "data"),
-    server: { shutdownTimeout: "30s" },
+    // Room for the whole stream to drain: on a loaded machine its 1,500 tokens have taken more than 30 s.
+    server: { shutdownTimeout: "120s" },
     models: [{ id: "stories", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"], contextSize: 2048, parallel: 1, threads: 1 }],
   };
   const server = await spawnServer(raw, dir);

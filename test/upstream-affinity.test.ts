@@ -1,3 +1,4 @@
+// test: alone (health checks every 250 ms, two missed eject an upstream: a slow event loop ejects them all)
 import assert from "node:assert/strict";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { after, before, test } from "node:test";

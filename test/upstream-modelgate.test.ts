@@ -53,7 +53,9 @@ before(async () => {
       { id: "up-rerank", capabilities: ["rerank"], ...upstream("bert-rerank") },
       { id: "up-whisper", capabilities: ["transcriptions"], ...upstream("whisper") },
       { id: "up-shaped", capabilities: ["chat"], ...upstream("shaped") },
-      { id: "up-untrusted", capabilities: ["chat"], engine: "upstream", protocol: "modelgate", upstreams: [{ url: back.baseURL, apiKey: backKey.key, model: "stories" }] },
+      // Its health checks fail too (the same TLS refusal): rare ones, so that a slow run's request still reaches it
+      // rather than finding it ejected (503).
+      { id: "up-untrusted", capabilities: ["chat"], engine: "upstream", protocol: "modelgate", upstreams: [{ url: back.baseURL, apiKey: backKey.key, model: "stories" }], health: { interval: "1h" } },
       { id: "up-wrong-key", capabilities: ["chat"], ...upstream("stories"), upstreams: [{ url: back.baseURL, apiKey: "mg-not-a-key", model: "stories", ca: caFile }] },
     ],
   });

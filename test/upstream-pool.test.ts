@@ -1,3 +1,4 @@
+// test: alone (a 429 retried on another upstream at once: two requests within 1.5 s)
 import assert from "node:assert/strict";
 import type { ServerResponse } from "node:http";
 import { after, before, test } from "node:test";
