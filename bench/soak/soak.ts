@@ -143,7 +143,10 @@ const graceMs = 20_000 * Math.max(scale, 0.5);
 const leakWindowMs = 40 * 60_000 * scale;
 const recoveryMs = 60_000 * Math.max(scale, 1 / 3);
 const checks: Check[] = [
-  ...leakChecks(sampler.samples, trafficEnd, leakWindowMs, short || minutes !== 60 ? `last ${(leakWindowMs / 60_000).toFixed(1)} min (40 of 60, scaled)` : "last 40 min"),
+  ...leakChecks(sampler.samples, trafficEnd, leakWindowMs, short || minutes !== 60 ? `last ${(leakWindowMs / 60_000).toFixed(1)} min (40 of 60, scaled)` : "last 40 min", [
+    ...windows,
+    ...records.filter((r) => r.route === "batch").map((r) => ({ start: r.t, end: r.t + r.ms })),
+  ]),
   ...fdChecks(idleStart, idleEnd),
   ...errorChecks(records, windows, graceMs),
   ...usageChecks(records, table),
