@@ -215,6 +215,7 @@ if (!short && minutes >= 60) {
   copyFileSync(path.join(outDir, "faults.jsonl"), path.join(docs, "faults.jsonl"));
 }
 
+for (const note of notes) console.log(note);
 for (const c of checks) console.log(`${c.pass ? "PASS" : "FAIL"}  ${c.name}: ${c.detail}`);
 console.log(`report: ${path.join(soakDir, "report.html")}`);
 await topology.close();
