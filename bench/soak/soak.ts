@@ -105,6 +105,11 @@ const clients = [
   client("batch", "batch.mjs", { ...k(keys.batch), lines: 2000, maxTokens: 48, startAt: startedAt + (replicaKillAt - 30) * 1000 }),
 ];
 const windows = await runFaults(topology, startedAt, totalMs / 1000, path.join(outDir, "faults.jsonl"));
+// What the killed replica had summed but not written: its successor found it in the usage journal (logged at start).
+const recovered = topology.replicas
+  .flatMap((r) => r.stderr.join("").split("\n"))
+  .filter((l) => l.includes("usage left by a process"))
+  .map((l) => JSON.parse(l) as { batches: number; events: number });
 await Promise.all(clients);
 const trafficEnd = Math.max(endAt, Date.now());
 process.stderr.write(`${new Date().toISOString()} traffic over; idle for the token windows to close\n`);
@@ -143,7 +148,10 @@ const graceMs = 20_000 * Math.max(scale, 0.5);
 const leakWindowMs = 40 * 60_000 * scale;
 const recoveryMs = 60_000 * Math.max(scale, 1 / 3);
 const checks: Check[] = [
-  ...leakChecks(sampler.samples, trafficEnd, leakWindowMs, short || minutes !== 60 ? `last ${(leakWindowMs / 60_000).toFixed(1)} min (40 of 60, scaled)` : "last 40 min"),
+  ...leakChecks(sampler.samples, trafficEnd, leakWindowMs, short || minutes !== 60 ? `last ${(leakWindowMs / 60_000).toFixed(1)} min (40 of 60, scaled)` : "last 40 min", [
+    ...windows,
+    ...records.filter((r) => r.route === "batch").map((r) => ({ start: r.t, end: r.t + r.ms })),
+  ]),
   ...fdChecks(idleStart, idleEnd),
   ...errorChecks(records, windows, graceMs),
   ...usageChecks(records, table),
@@ -194,7 +202,8 @@ const machine = `${hostname()}: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}
 const notes = [
   `${minutes} min of traffic (${records.length} requests recorded by the clients), then 70 s idle.`,
   ...(scale !== 1 ? [`Shorter than the hour: the leak fit covers the last ${(leakWindowMs / 60_000).toFixed(1)} min, recovery compares ${recoveryMs / 1000} s windows, 5xx are allowed up to ${graceMs / 1000} s after a fault ends.`] : []),
-  `Fault schedule: ${schedule(minutes * 60).map((s) => `${(s.at / 60).toFixed(1)}′ ${s.fault.name}`).join("; ")}.`,
+  `kill -9: the restarted replica wrote ${recovered.reduce((n, r) => n + r.events, 0)} usage events (${recovered.reduce((n, r) => n + r.batches, 0)} journal files) that the killed one had not written to the database; without the journal they were lost.`,
+    `Fault schedule: ${schedule(minutes * 60).map((s) => `${(s.at / 60).toFixed(1)}′ ${s.fault.name}`).join("; ")}.`,
 ];
 const html = renderReport({ title: `Modelgate soak, ${minutes} min`, machine, startedAt, endedAt: Date.now(), samples: sampler.samples, windows, checks, notes });
 writeFileSync(path.join(soakDir, "report.html"), html);
@@ -206,6 +215,7 @@ if (!short && minutes >= 60) {
   copyFileSync(path.join(outDir, "faults.jsonl"), path.join(docs, "faults.jsonl"));
 }
 
+for (const note of notes) console.log(note);
 for (const c of checks) console.log(`${c.pass ? "PASS" : "FAIL"}  ${c.name}: ${c.detail}`);
 console.log(`report: ${path.join(soakDir, "report.html")}`);
 await topology.close();
