@@ -172,6 +172,9 @@ test("issue 44.1 errors in Anthropic's envelope and statuses, with request-id, R
     [{ model: "stories", max_tokens: 5, messages: [{ role: "user", content: [{ type: "image", source: { type: "url", url: "https://example.com/a.png" } }] }] }, "source.url"],
     [{ model: "stories", max_tokens: 5, messages: [{ role: "user", content: [{ type: "tool_use", id: "t", name: "f", input: {} }] }] }, "tool_use"],
     [{ model: "stories", max_tokens: 5, tool_choice: { type: "tool", name: "f" }, messages: [{ role: "user", content: "Hi" }] }, "tool_choice"],
+    [{ model: "stories", max_tokens: 5, messages: [{ role: "user", content: "Hi" }, { role: "assistant", content: [{ type: "tool_use", id: "t1", name: "f", input: {} }] }, { role: "user", content: "Hi" }] }, "messages[1].content[0]"],
+    [{ model: "stories", max_tokens: 5, messages: [{ role: "user", content: [{ type: "tool_result", tool_use_id: "t9", content: "x" }] }] }, "messages[0].content[0].tool_use_id"],
+    [{ model: "stories", max_tokens: 5, messages: [{ role: "user", content: [{ type: "document", source: { type: "text", data: "x" } }] }] }, "messages[0].content[0]"],
   ];
   for (const [body, mentions] of cases) {
     const res = await post("/v1/messages", body);
@@ -387,4 +390,14 @@ test("issue 44.1 a role: system message in messages joins the system prompt, and
   assert.equal(withSystem.status, 200);
   assert.equal(folded.status, 200);
   assert.deepEqual(await folded.json(), await withSystem.json());
+});
+
+test("issue 44.1 a last assistant message (a prefill) is continued on llama models: the answer is the new text only", async () => {
+  const prefill = "Once upon a time, there was";
+  const body = { model: "stories", max_tokens: 8, temperature: 0, messages: [{ role: "user" as const, content: "Tell me a story" }, { role: "assistant" as const, content: prefill }] };
+  const message = await client.messages.create(body);
+  const text = message.content[0]!.type === "text" ? message.content[0]!.text : "";
+  assert.ok(text.length > 0 && !text.startsWith(prefill), JSON.stringify(text));
+  const counted = await client.messages.countTokens({ model: "stories", messages: body.messages });
+  assert.equal(counted.input_tokens, message.usage.input_tokens + message.usage.cache_read_input_tokens!);
 });

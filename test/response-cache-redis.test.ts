@@ -7,7 +7,10 @@ import { randomBytes } from "node:crypto";
 import { Writable } from "node:stream";
 import { zstdDecompressSync } from "node:zlib";
 import { Redis } from "ioredis";
+import pino from "pino";
 import { freshPostgres, redisTestUrl } from "../harness/keys.ts";
+import type { AppConfig } from "../src/config/app-config.ts";
+import { ResponseCacheStore } from "../src/plugins/response-cache/response-cache.ts";
 import { startServer, type TestServer } from "../harness/server.ts";
 import { startCanned, type Peer } from "../harness/peers.ts";
 import { TcpProxy } from "../harness/tcp-proxy.ts";
@@ -52,7 +55,7 @@ async function chat(srv: TestServer, key: string, content: string): Promise<{ st
   return { status: res.status, cache: res.headers.get("x-modelgate-cache"), json: await res.json() };
 }
 
-test("issue 45.2 cache: with Redis, one replica's entry is another's hit; entries are compressed, expire by their ttl, and a purge reaches every replica", async () => {
+test("issue 45.2 cache: with Redis, one replica's entry is another's hit; short entries are stored as JSON, expire by their ttl, and a purge reaches every replica", async () => {
   const db = await freshPostgres();
   cleanups.push(() => db.drop());
   const { deployment, start } = await setup(redisTestUrl);
@@ -70,9 +73,9 @@ test("issue 45.2 cache: with Redis, one replica's entry is another's hit; entrie
   const keys = await redis.keys(`mg:cache:${deployment}:*`);
   assert.equal(keys.length, 1);
   const stored = (await redis.getBuffer(keys[0]))!;
-  assert.deepEqual([...stored.subarray(0, 4)], [0x28, 0xb5, 0x2f, 0xfd], "a zstd frame");
-  const entry = zstdDecompressSync(stored).toString("utf8");
-  assert.ok(stored.length < entry.length, `compressed: ${stored.length} bytes for ${entry.length}`);
+  // A short answer's entry is its JSON as it is (from 2 KiB, zstd: the next test).
+  const entry = stored.toString("utf8");
+  assert.ok(stored.length < 2048 && entry.startsWith("{"), `${stored.length} bytes of JSON`);
   assert.equal((JSON.parse(entry) as { deltas: { text: string }[] }).deltas.map((d) => d.text).join(""), miss.json.choices[0].message.content);
   const ttl = await redis.pttl(keys[0]);
   assert.ok(ttl > 590_000 && ttl <= 600_000, `expires with the model's ttl (${ttl} ms left)`);
@@ -116,4 +119,25 @@ test("issue 45.2 cache: Redis down: the cache is bypassed, requests are still se
   await until(async () => (await chat(srv, key, "before the outage")).cache === "hit", "the cache to come back with Redis", 5000);
   assert.ok(lines.some((l) => l.msg === "redis reachable again: the response cache is back"));
   assert.equal(cacheLines().length, 1, "still one warning for the whole outage");
+});
+
+test("issue 45.2 cache: an entry from 2 KiB is stored as a zstd frame, a shorter one as JSON; both read back whole", async () => {
+  const deployment = `cache-test-${randomBytes(6).toString("hex")}`;
+  const config = { deployment, redisUrl: redisTestUrl, cache: { maxBytes: 1 << 20 }, models: [] } as unknown as AppConfig;
+  const cache = await ResponseCacheStore.create({ config, log: pino({ level: "silent" }) });
+  cleanups.push(() => cache.close());
+  const redis = new Redis(redisTestUrl);
+  cleanups.push(() => redis.disconnect());
+  const short = { deltas: ["a short answer"] };
+  const long = { deltas: Array.from({ length: 200 }, (_, i) => `piece ${i} of a long answer`) };
+  assert.ok(cache.put("m", "short", short, 60_000, 1 << 20) && cache.put("m", "long", long, 60_000, 1 << 20));
+  await until(async () => (await redis.keys(`mg:cache:${deployment}:*`)).length === 2, "both entries written");
+  const stored = await Promise.all((await redis.keys(`mg:cache:${deployment}:*`)).sort().map(async (k) => (await redis.getBuffer(k))!));
+  const [frame, json] = stored.sort((a, b) => a[0] - b[0]);
+  assert.deepEqual([...frame.subarray(0, 4)], [0x28, 0xb5, 0x2f, 0xfd], "a zstd frame");
+  assert.ok(frame.length < zstdDecompressSync(frame).length, "compressed");
+  assert.deepEqual(JSON.parse(json.toString("utf8")), short);
+  assert.deepEqual(await cache.get("m", "short", 1 << 20), short);
+  assert.deepEqual(await cache.get("m", "long", 1 << 20), long);
+  assert.equal(await cache.get("m", "long", 1024), null, "never inflated past the reader's bound");
 });

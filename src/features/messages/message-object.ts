@@ -28,17 +28,20 @@ export function signatureOf(thinking: string): string {
  * error, never a half block (the model's grammar makes this rare).
  */
 export function toolInput(name: string, args: string): Record<string, unknown> {
+  const input = parsedInput(args);
+  if (!input) throw new AppError("internal_error", { message: `The model's call to '${name}' did not produce a JSON object of arguments.` });
+  return input;
+}
+
+/** A call's arguments as an object, or null when they are not one (cut short, or not JSON). */
+function parsedInput(args: string): Record<string, unknown> | null {
   if (args.trim().length === 0) return {};
-  let input: unknown;
   try {
-    input = JSON.parse(args);
+    const input: unknown = JSON.parse(args);
+    return typeof input === "object" && input !== null && !Array.isArray(input) ? (input as Record<string, unknown>) : null;
   } catch {
-    input = undefined;
+    return null;
   }
-  if (typeof input !== "object" || input === null || Array.isArray(input)) {
-    throw new AppError("internal_error", { message: `The model's call to '${name}' did not produce a JSON object of arguments.` });
-  }
-  return input as Record<string, unknown>;
 }
 
 /**
@@ -51,16 +54,6 @@ export function usageOf(promptTokens: number, completionTokens: number, cachedPr
   return { input_tokens: promptTokens - cached, output_tokens: completionTokens, cache_read_input_tokens: cached, cache_creation_input_tokens: 0 };
 }
 
-/** Whether a call's arguments are a JSON object (a call cut short by max_tokens is not). */
-function parses(args: string): boolean {
-  try {
-    toolInput("", args);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /**
  * The blocks of a finished generation, in the order a model produces them: thought, text, calls. A call that
  * max_tokens cut short is left out (stop_reason max_tokens says why); any other that does not parse is an error.
@@ -68,7 +61,7 @@ function parses(args: string): boolean {
 export function contentOf(output: Accumulator): ContentBlock[] {
   const blocks: ContentBlock[] = [];
   const cut = output.finishReason === "length";
-  const calls = output.toolCalls.filter((call, i) => !(cut && i === output.toolCalls.length - 1 && !parses(call.function.arguments)));
+  const calls = output.toolCalls.filter((call, i) => !(cut && i === output.toolCalls.length - 1 && parsedInput(call.function.arguments) === null));
   if (output.reasoning.length > 0) blocks.push({ type: "thinking", thinking: output.reasoning, signature: signatureOf(output.reasoning) });
   if (output.content.length > 0 || calls.length === 0) blocks.push({ type: "text", text: output.content });
   for (const call of calls) {

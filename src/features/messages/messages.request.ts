@@ -10,7 +10,6 @@ import type { ContentBlockParam, CountTokensRequest, ImageBlockParam, MessagePar
  * thoughts given back dropped (as chat drops reasoning_content). Every 400 names the field as the client sent it.
  */
 
-
 function imagePart(block: ImageBlockParam, param: string): ContentPart {
   const source = block.source;
   if (source.type === "url") return decodeImagePart(source.url, param, `${param}.source.url`);
@@ -30,7 +29,7 @@ function toolResult(block: Extract<ContentBlockParam, { type: "tool_result" }>, 
   const content = block.content ?? "";
   const parts: ContentPart[] =
     typeof content === "string" ? [{ type: "text", text: content }] : content.map((b, k) => (b.type === "text" ? { type: "text", text: b.text } : imagePart(b, `${param}.content[${k}]`)));
-  // The model reads a failed call as such: the result is marked, as Anthropic's template marks it.
+  // Marked, so the model reads a failed call as one (the templates have no field for it).
   if (block.is_error === true) parts.unshift({ type: "text", text: "Error: " });
   return { role: "tool", content: contentOf(parts), toolCallId: block.tool_use_id };
 }
@@ -102,16 +101,54 @@ function systemText(message: MessageParam, param: string): string {
     .join("\n\n");
 }
 
+/**
+ * Anthropic's rule for calls, checked here so the 400 names its blocks: each tool_use is answered by a tool_result
+ * in the user turn right after it, and a tool_result answers a tool_use of the turn before.
+ */
+class CallLedger {
+  private pending = new Map<string, string>();
+
+  called(content: MessageParam["content"], param: string): void {
+    this.settle();
+    if (typeof content === "string") return;
+    content.forEach((block, j) => {
+      if (block.type === "tool_use") this.pending.set(block.id, `${param}.content[${j}]`);
+    });
+  }
+
+  answered(content: MessageParam["content"], param: string): void {
+    if (typeof content !== "string") {
+      content.forEach((block, j) => {
+        if (block.type !== "tool_result") return;
+        if (!this.pending.delete(block.tool_use_id)) invalid(`${param}.content[${j}].tool_use_id`, `No tool_use block of the assistant turn before has the id '${block.tool_use_id}'.`);
+      });
+    }
+    this.settle();
+  }
+
+  /** A turn went by: every call before it must have had its result. */
+  settle(): void {
+    for (const where of this.pending.values()) invalid(where, "Every tool_use block must be answered by a tool_result block with its id in the next user message.");
+  }
+}
+
 function toMessages(body: CountTokensRequest): ChatMessage[] {
   const system: string[] = [];
   if (body.system !== undefined) system.push(typeof body.system === "string" ? body.system : textOf(body.system));
   const turns: ChatMessage[] = [];
+  const calls = new CallLedger();
   body.messages.forEach((message, i) => {
     const param = `messages[${i}]`;
     if (message.role === "system") system.push(systemText(message, param));
-    else if (message.role === "user") turns.push(...userMessages(message.content, param));
-    else turns.push(assistantMessage(message.content, param));
+    else if (message.role === "user") {
+      calls.answered(message.content, param);
+      turns.push(...userMessages(message.content, param));
+    } else {
+      calls.called(message.content, param);
+      turns.push(assistantMessage(message.content, param));
+    }
   });
+  calls.settle();
   if (turns.length === 0) invalid("messages", "messages needs at least one user or assistant message.");
   const prompt = system.filter((s) => s.length > 0).join("\n\n");
   return prompt.length > 0 ? [{ role: "system", content: prompt }, ...turns] : turns;
