@@ -14,7 +14,7 @@ const stubBytes = 4096;
  * `npm ci` leaves the stub. install.cjs only links or copies the binary from the platform package npm already
  * installed; it touches no network. Idempotent.
  */
-export function ensureClaudeCode(): string {
+function ensureClaudeCode(): string {
   if (statSync(claudeBinary).size > stubBytes) return claudeBinary;
   const run = spawnSync(process.execPath, [path.join(packageDir, "install.cjs")], { encoding: "utf8" });
   if (run.status !== 0 || statSync(claudeBinary).size <= stubBytes) {
