@@ -160,3 +160,19 @@ test("issue 29.3 a pool-acquire timeout (every connection busy) is not an outage
   held.release();
   assert.equal((await health.run(() => pool.query("select 1 as one"))).rows[0].one, 1);
 });
+
+test("the store is reported unreachable from the first operation that could not reach it until one succeeds, before the circuit opens", async () => {
+  const db = await freshPostgresBehindProxy();
+  cleanups.push(() => db.close());
+  const pool = new pg.Pool({ connectionString: db.url, connectionTimeoutMillis: 1000 });
+  cleanups.push(() => pool.end());
+  const health = new StoreHealth(silentLogger());
+  await health.run(() => pool.query("select 1"));
+  db.proxy.cut("refuse");
+  const err = await health.run(() => pool.query("select 1")).then(() => assert.fail("the database is cut"), (e: unknown) => e);
+  assert.ok(isStoreUnreachable(err), String(err));
+  assert.equal(health.state.state, "unreachable", "one failure: the circuit is still closed, the store is not ok");
+  db.proxy.restore();
+  await health.run(() => pool.query("select 1"));
+  assert.deepEqual(health.state, { state: "ok", since: null });
+});

@@ -29,6 +29,10 @@ export function isStoreUnreachable(err: unknown): boolean {
  * Whether the database answers, tracked from the operations that go through `run`. Two unreachable errors in a
  * row open a circuit: for the next second operations fail at once instead of waiting on a dead connection (keys
  * are then served from what was last seen valid); then one operation probes again. State changes are logged once.
+ *
+ * `state` is unreachable from the first operation that could not reach the database until one succeeds, not only
+ * while the circuit is open: a node that has just answered a key "cannot be checked" (503) must not call its store
+ * ok because that was the only operation since (the circuit waits for a second failure).
  */
 export class StoreHealth {
   private readonly breaker: CircuitBreakerPolicy;
@@ -36,14 +40,14 @@ export class StoreHealth {
 
   constructor(log: FastifyBaseLogger) {
     this.breaker = circuitBreaker(handleWhen(isStoreUnreachable), { halfOpenAfter: 1000, breaker: new ConsecutiveBreaker(2) });
-    this.breaker.onBreak(() => {
-      this.downSince = Date.now();
-      log.warn("the database is unreachable: serving keys last seen valid (store.staleIfError), buffering usage");
+    this.breaker.onFailure(({ reason }) => {
+      if ("error" in reason && isStoreUnreachable(reason.error)) this.downSince ??= Date.now();
     });
-    this.breaker.onReset(() => {
+    this.breaker.onSuccess(() => {
       this.downSince = null;
-      log.info("the database is reachable again");
     });
+    this.breaker.onBreak(() => log.warn("the database is unreachable: serving keys last seen valid (store.staleIfError), buffering usage"));
+    this.breaker.onReset(() => log.info("the database is reachable again"));
   }
 
   get state(): { state: "ok" | "unreachable"; since: string | null } {
