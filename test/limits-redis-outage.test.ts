@@ -1,4 +1,4 @@
-// test: alone (replicas share a limit through a Redis 300 ms slow: each command must still answer within the limiter's timeout)
+// test: alone (replicas share a limit through a Redis slowed by 300 ms: each command must still answer within the limiter's timeout)
 // Issues 32 and 42.12: the outage policy every limiter shares (plugins/rate-limit/shared-redis.ts). A slow Redis
 // (every command answering 300 ms late) is not an outage: replicas keep sharing their limits. While Redis is away
 // (`redis.onError: open`), each replica counts from where Redis left off; `closed` answers 503. Redis is slowed and

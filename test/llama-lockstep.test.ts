@@ -1,4 +1,4 @@
-// test: alone (two sequences' steps interleave within 1 s)
+// test: alone (a generation goes on alone within 1 s while the other stops asking)
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { LlamaContextSequence } from "node-llama-cpp";
