@@ -180,3 +180,14 @@ test("grammar-constrained output of the converted schema validates against the o
     await model.dispose();
   }
 });
+
+test("issue 44 a loose (non-strict) tool schema: an allOf that cannot be merged and a bound past the grammar's are left out, the rest enforced; strict still refuses them", () => {
+  // The shape Claude Code 2.1.332's full request sends in one of its tools (a string property with an allOf).
+  const schema = { type: "object", properties: { to: { type: "string", allOf: [{ type: "string" }, { maxLength: 64 }] } }, required: ["to"] };
+  rejects(schema, `${base}.properties.to.type`);
+  assert.deepEqual(toGbnfJsonSchema(schema, base, { loose: true }), toGbnfJsonSchema({ type: "object", properties: { to: { type: "string" } }, required: ["to"] }, base));
+  // A bound past what the grammar spells out (Claude Code's script: maxLength 524288) is left out the same way.
+  const long = { type: "object", properties: { script: { type: "string", maxLength: 524288 } } };
+  rejects(long, `${base}.properties.script.maxLength`);
+  assert.deepEqual(toGbnfJsonSchema(long, base, { loose: true }), toGbnfJsonSchema({ type: "object", properties: { script: { type: "string" } } }, base));
+});

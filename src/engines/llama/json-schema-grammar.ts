@@ -266,6 +266,11 @@ class SchemaConverter {
     for (const keyword of REPETITION_KEYWORDS) {
       const value = schema[keyword];
       if (typeof value === "number" && value > schemaLimits.maxRepetition) {
+        // A loose schema's bound past what the grammar spells out is a hint: the value is left unbounded.
+        if (this.loose) {
+          const { [keyword]: _, ...bounded } = schema;
+          return this.convertNode(bounded, path);
+        }
         reject(child(path, keyword), `${keyword} may be at most ${schemaLimits.maxRepetition} here (the grammar spells repetitions out)`);
       }
     }
@@ -283,7 +288,7 @@ class SchemaConverter {
     }
     delete rest.nullable;
 
-    if ("allOf" in rest) return { ...(this.convert(this.flattenAllOf(schema, rest, path), path) as object), ...description } as GbnfJsonSchema;
+    if ("allOf" in rest) return { ...(this.convert(this.allOfOrHint(schema, rest, path), path) as object), ...description } as GbnfJsonSchema;
 
     if ("$ref" in rest) {
       const ref = rest.$ref;
@@ -483,6 +488,18 @@ class SchemaConverter {
       out.maxItems = maxItems;
     }
     return out as GbnfJsonSchema;
+  }
+
+  /** In a loose schema an allOf that cannot be merged is a hint: the rest of the schema is enforced without it. */
+  private allOfOrHint(schema: Json, rest: Json, path: string): Json {
+    if (!this.loose) return this.flattenAllOf(schema, rest, path);
+    try {
+      return this.flattenAllOf(schema, rest, path);
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err;
+      const { allOf: _, ...siblings } = schema;
+      return siblings;
+    }
   }
 
   /**
