@@ -492,11 +492,10 @@ class SchemaConverter {
 
   /** In a loose schema an allOf that cannot be merged is a hint: the rest of the schema is enforced without it. */
   private allOfOrHint(schema: Json, rest: Json, path: string): Json {
-    if (!this.loose) return this.flattenAllOf(schema, rest, path);
     try {
       return this.flattenAllOf(schema, rest, path);
     } catch (err) {
-      if (!(err instanceof AppError)) throw err;
+      if (!this.loose || !(err instanceof AppError)) throw err;
       const { allOf: _, ...siblings } = schema;
       return siblings;
     }
