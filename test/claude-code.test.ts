@@ -45,6 +45,22 @@ test("issue 44 Claude Code on stories260K in-process: its minimal-mode request w
   assert.equal(row[4], 11);
 });
 
+test("issue 44 Claude Code on stories260K in-process: its full default request (system prompt, 12 tools, thinking, about 11k tokens) on a 16,384-token window exits 0 and prints the model's answer", { timeout: 600_000 }, async () => {
+  const { key, id, accountId } = await srv.createKey();
+  // Past stories260K's 2,048-token training window the answer is noise that moves with the date and directory in
+  // Claude Code's prompt: what is asserted is that the whole request ran through the engine and came back as a turn
+  // Claude Code accepts (decision 0037). The prefill is about 2 CPU-minutes.
+  const run = await runClaudeCode({ origin: srv.origin, ca: srv.ca, apiKey: key, model: "stories", prompt: "Tell me a story.", timeoutMs: 540_000 });
+  assert.equal(run.code, 0, `exit ${run.code}${run.timedOut ? " (timed out)" : ""}: ${run.stdout}${run.stderr}`);
+  assert.ok(run.stdout.trim().length > 0, "it printed the model's answer");
+  const rows = await usageRows(srv.server, srv.config, accountId, id);
+  assert.equal(rows.length, 1, JSON.stringify(rows));
+  const [model, endpoint, requests, prompt, completion] = rows[0]!;
+  assert.deepEqual([model, endpoint, requests], ["stories", "chat", 1]);
+  assert.ok(prompt > 10_000, `the default prompt reached the model whole: ${prompt} prompt tokens`);
+  assert.ok(completion >= 1 && prompt + completion <= 16_384, `${completion} completion tokens within the window`);
+});
+
 test("issue 44 Claude Code through engine upstream: its full default request (system, 12 tools, thinking, context_management) streams back the upstream's answer", async () => {
   const { key, id, accountId } = await srv.createKey();
   const run = await runClaudeCode({ origin: srv.origin, ca: srv.ca, apiKey: key, model: "remote", prompt: "Tell me a story." });
