@@ -10,6 +10,10 @@ export interface Sample {
   pid: number;
   rss: number;
   heapUsed: number;
+  /** What V8 holds from the system for its heap, used or not: RSS that moves with it is V8's, not the allocator's. */
+  heapTotal: number;
+  /** Compiled code: it grows as paths are first run and optimised (warm-up), then levels off. */
+  codeSpace: number;
   external: number;
   heapAfterGc: number;
   rssAfterGc: number;
@@ -20,7 +24,14 @@ export interface Sample {
   rps: Record<string, number>;
 }
 
-export const sampleColumns = ["t", "replica", "pid", "rss", "heapUsed", "external", "heapAfterGc", "rssAfterGc", "loopP99Ms", "fds", "handles", "rps"] as const;
+export const sampleColumns = ["t", "replica", "pid", "rss", "heapUsed", "heapTotal", "codeSpace", "external", "heapAfterGc", "rssAfterGc", "loopP99Ms", "fds", "handles", "rps"] as const;
+
+/** One series of a metric, by the exact label text (`space="code"`). */
+function series(text: string, name: string, labels: string): number {
+  const prefix = `${name}{${labels}}`;
+  const line = text.split("\n").find((l) => l.startsWith(prefix));
+  return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : Number.NaN;
+}
 
 /** A metric's value (the sum over its series when it has labels), from Prometheus text. */
 function metric(text: string, name: string): number {
@@ -93,6 +104,8 @@ export class Sampler {
       pid,
       rss: metric(text, "modelgate_process_resident_memory_bytes"),
       heapUsed: metric(text, "modelgate_nodejs_heap_size_used_bytes"),
+      heapTotal: metric(text, "modelgate_nodejs_heap_size_total_bytes"),
+      codeSpace: series(text, "modelgate_nodejs_heap_space_size_used_bytes", 'space="code"'),
       external: metric(text, "modelgate_nodejs_external_memory_bytes"),
       heapAfterGc: metric(text, "modelgate_heap_used_after_major_gc_bytes"),
       rssAfterGc: metric(text, "modelgate_rss_after_major_gc_bytes"),
