@@ -7,14 +7,14 @@ import { median } from "./bench-row.ts";
 import { autocannon, cpuMs } from "./processes.ts";
 
 /**
- * `node --import tsx bench/ab-gateways.ts A_ROOT B_ROOT [RUNS=8] [chat|models]`: an A/B of two checkouts of
+ * `node --import tsx bench/ab-gateways.ts A_ROOT B_ROOT [RUNS=8] [chat|stream|models]`: an A/B of two checkouts of
  * Modelgate (a `git worktree` of the parent commit, say, with node_modules linked) under the same load: non-stream
- * chat through `engine: upstream` to the canned upstream, or authenticated GET /v1/models, c=16, 5-s autocannon
+ * or streamed chat through `engine: upstream` to the canned upstream, or authenticated GET /v1/models, c=16, 5-s autocannon
  * runs alternating A and B after a 10-s warm-up of each. Prints the CPU per request of each process (/proc) per run,
  * and B over A per run; the later runs are the steady state.
  */
 const [aRoot, bRoot, runs = "8", what = "chat"] = process.argv.slice(2);
-if (!aRoot || !bRoot) throw new Error("usage: ab-gateways.ts A_ROOT B_ROOT [RUNS] [chat|models]");
+if (!aRoot || !bRoot) throw new Error("usage: ab-gateways.ts A_ROOT B_ROOT [RUNS] [chat|stream|models]");
 const canned = await startCanned();
 const sides: Record<"A" | "B", { pid: number; url: string; key: string; stop: () => Promise<void> }> = {} as never;
 for (const [name, root] of [["A", aRoot], ["B", bRoot]] as const) {
@@ -29,7 +29,7 @@ for (const [name, root] of [["A", aRoot], ["B", bRoot]] as const) {
   const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));
   sides[name] = { pid: gateway.child.pid!, url: `${gateway.origin}/v1/${what === "models" ? "models" : "chat/completions"}`, key, stop: async () => void (await gateway.stop()) };
 }
-const body = what === "models" ? undefined : JSON.stringify({ model: "canned", messages: [{ role: "user", content: "Hello" }] });
+const body = what === "models" ? undefined : JSON.stringify({ model: "canned", messages: [{ role: "user", content: "Hello" }], ...(what === "stream" ? { stream: true } : {}) });
 const cpu = { A: [] as number[], B: [] as number[] };
 try {
   for (const side of Object.values(sides)) await autocannon({ url: side.url, body, key: side.key, seconds: 10 });

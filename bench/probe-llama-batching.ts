@@ -117,7 +117,7 @@ const request: ChatRequest = {
 async function chat(seed: number): Promise<number> {
   const prepared = await engine.prepareChat({ ...request, seed });
   let tokens = 0;
-  for await (const delta of engine.chat({ ...request, seed }, prepared, new AbortController().signal)) if (delta.type === "done") tokens = delta.usage.completionTokens;
+  for await (const run of engine.chat({ ...request, seed }, prepared, new AbortController().signal)) for (const delta of run) if (delta.type === "done") tokens = delta.usage.completionTokens;
   return tokens;
 }
 

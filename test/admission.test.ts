@@ -159,8 +159,8 @@ const faultyKind: EngineKind = {
       load: async () => {},
       unload: async () => {},
       prepareChat: async () => ({ promptTokens: 3, maxTokens: 16 }),
-      async *chat(): AsyncIterable<ChatDelta> {
-        yield { type: "content", text: "Once" };
+      async *chat(): AsyncIterable<ChatDelta[]> {
+        yield [{ type: "content", text: "Once" }];
         await new Promise((resolve) => setTimeout(resolve, 20));
         throw new Error("injected engine crash: CUDA device lost");
       },

@@ -192,6 +192,25 @@ describe("size limits", () => {
     assert.equal(JSON.parse(res.body).error.code, "request_too_large");
   });
 
+  test("issue 46: a chunked body that arrives whole with its headers is measured as it stands: 413 over the limit, read under it", async () => {
+    // req.end(body) writes the headers and the one chunk together: the body is complete before the limit is checked.
+    const send = (content: string) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = https.request(`${s.baseURL}/chat/completions`, { method: "POST", headers: { ...json(), "transfer-encoding": "chunked" }, ca: s.ca, agent: false }, (res) => {
+          let body = "";
+          res.setEncoding("utf8").on("data", (d: string) => (body += d)).on("end", () => resolve({ status: res.statusCode!, body }));
+        });
+        req.on("error", reject);
+        req.end(JSON.stringify({ model: "test-chat", messages: [{ role: "user", content }] }));
+      });
+    const over = await send("x".repeat(2000));
+    assert.equal(over.status, 413);
+    assert.equal(JSON.parse(over.body).error.code, "request_too_large");
+    const under = await send("x");
+    assert.notEqual(under.status, 413, under.body);
+    assert.notEqual(JSON.parse(under.body).error?.code, "invalid_parameter", "the body was read and parsed");
+  });
+
   test("§8 a Content-Length over the limit is refused at once, before the body is sent", async () => {
     const answer = await new Promise<number>((resolve, reject) => {
       const req = https.request(`${s.baseURL}/chat/completions`, { method: "POST", headers: { ...json(), "content-length": String(10 ** 9) }, ca: s.ca, agent: false });

@@ -5,6 +5,7 @@ import { Writable } from "node:stream";
 import { after, before, test } from "node:test";
 import parsePrometheus from "parse-prometheus-text-format";
 import { errorOf } from "./helpers/errors.ts";
+import { startCanned, type Peer } from "../harness/peers.ts";
 import { modelsDir, repoRoot, startServer, type TestServer } from "../harness/server.ts";
 import { readSse, sseFrames } from "./helpers/sse.ts";
 import { until, waitFor } from "./helpers/wait-for.ts";
@@ -22,8 +23,10 @@ const lines: Record<string, unknown>[] = [];
 let srv: TestServer;
 let key: string;
 let keyId: string;
+let canned: Peer;
 
 before(async () => {
+  canned = await startCanned();
   const stream = new Writable({
     write(chunk: Buffer, _enc, done) {
       for (const l of chunk.toString("utf8").split("\n").filter(Boolean)) lines.push(JSON.parse(l) as Record<string, unknown>);
@@ -39,6 +42,7 @@ before(async () => {
         { id: "stories", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"], contextSize: 256, parallel: 2, threads: 1 },
         { id: "single", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"], contextSize: 256, parallel: 1, queueSize: 0, threads: 1 },
         { id: "bert-embed", engine: "llama", source: path.join(modelsDir, "forged/bert-embed-tiny.gguf"), capabilities: ["embeddings"], threads: 1 },
+        { id: "canned", engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `http://127.0.0.1:${canned.port}/v1`, model: "canned" }] },
       ],
     },
     { logger: { level: "info", stream } },
@@ -48,6 +52,7 @@ before(async () => {
 
 after(async () => {
   await srv?.close();
+  canned?.child.kill();
 });
 
 interface Scrape {
@@ -225,4 +230,17 @@ test("every metric the Grafana dashboard and the alert rules query is exported b
   for (const m of `${dashboard}\n${alerts}`.matchAll(/modelgate_[a-z0-9_]+/g)) queried.add(m[0].replace(/_(bucket|sum|count)$/, ""));
   assert.ok(queried.size >= 15);
   for (const name of queried) assert.ok(exported.has(name), `${name} is exported`);
+});
+
+test("issue 46: tokens an upstream sent in one read add one inter-token gap, not one each (decision 0043)", async () => {
+  const before = await scrape();
+  // The canned upstream writes its whole answer, 18 content events, at once.
+  const res = await srv.post("/v1/chat/completions", { model: "canned", messages: [{ role: "user", content: "Hello" }], stream: true }, { key });
+  let content = "";
+  for await (const frame of sseFrames(res)) if (frame !== "[DONE]") content += frame.choices?.[0]?.delta?.content ?? "";
+  assert.equal(content, "Once upon a time there was a little girl who loved to play in the park with her dog");
+  const after = await scrape();
+  const moved = (name: string) => value(after, name, { model: "canned" }) - value(before, name, { model: "canned" });
+  assert.equal(moved("modelgate_time_to_first_token_seconds"), 1);
+  assert.ok(moved("modelgate_inter_token_latency_seconds") <= 2, `gaps observed: ${moved("modelgate_inter_token_latency_seconds")} (one per read of the stream)`);
 });

@@ -61,7 +61,7 @@ test("VLM engine: prepareChat counts image tokens; chat yields the colour then d
   assert.equal(prepared.promptTokens, without.promptTokens + 1);
   assert.equal(prepared.maxTokens, 4096 - prepared.promptTokens);
   const deltas: ChatDelta[] = [];
-  for await (const d of engine.chat(req, prepared, new AbortController().signal)) deltas.push(d);
+  for await (const run of engine.chat(req, prepared, new AbortController().signal)) deltas.push(...run);
   assert.deepEqual(deltas, [
     { type: "content", text: "green" },
     { type: "done", finishReason: "stop", usage: { promptTokens: prepared.promptTokens, completionTokens: 1 } },
@@ -77,7 +77,7 @@ test("VLM engine: an aborted signal rejects the chat with its reason and the wor
     for await (const _ of engine.chat(req, prepared, controller.signal)) void _;
   }, /client went away/);
   const deltas: ChatDelta[] = [];
-  for await (const d of engine.chat(req, prepared, new AbortController().signal)) deltas.push(d);
+  for await (const run of engine.chat(req, prepared, new AbortController().signal)) deltas.push(...run);
   assert.deepEqual(deltas[0], { type: "content", text: "red" });
 });
 

@@ -317,7 +317,12 @@ export interface ShareStanding {
 
 export interface ChatPort<P extends PreparedChat = PreparedChat> {
   prepareChat(req: ChatRequest, signal?: AbortSignal): Promise<P>;
-  chat(req: ChatRequest, prepared: P, signal: AbortSignal, standing?: ShareStanding): AsyncIterable<ChatDelta>;
+  /**
+   * The generation as runs of deltas, in order: each run is what the engine had at once (one token in process; all
+   * the events of one read of an upstream's stream), so a caller pays one step of the iteration per run, not per
+   * delta. The last delta of the last run is `done`. A run is never empty.
+   */
+  chat(req: ChatRequest, prepared: P, signal: AbortSignal, standing?: ShareStanding): AsyncIterable<ChatDelta[]>;
 }
 
 export interface EmbedPort<P extends PreparedEmbed = PreparedEmbed> {

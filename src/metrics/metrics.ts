@@ -58,6 +58,9 @@ export class Metrics {
   readonly routeFallbacks: Counter<"route" | "target" | "reason">;
   /** Route series by label values, looked up once each (as the request series are, plugins/observability.ts). */
   private readonly routeSeries = new Map<string, Counter.Internal>();
+  /** The scheduler's per-request series, looked up once per label set (a label object is hashed on every call). */
+  private readonly queueWaitSeries = new Map<string, Histogram.Internal<"model" | "priority">>();
+  private readonly serviceSeries = new Map<string, Counter.Internal>();
   /** Where the batch queue depth is read at scrape time (the runner sets it: the store counts pending lines). */
   batchQueueDepth: (() => Promise<number>) | null = null;
 
@@ -210,10 +213,21 @@ export class Metrics {
 
   /** The scheduler's events, as the catalog's runners report them. */
   readonly runnerObserver = {
-    queueWait: (model: string, seconds: number, priority: Priority) => this.queueWait.observe({ model, priority }, seconds),
+    queueWait: (model: string, seconds: number, priority: Priority) => {
+      const key = `${model}\u0000${priority}`;
+      let series = this.queueWaitSeries.get(key);
+      if (!series) this.queueWaitSeries.set(key, (series = this.queueWait.labels({ model, priority })));
+      series.observe(seconds);
+    },
     refused: (model: string, reason: RefusalReason) => this.overloaded.inc({ model, reason }),
-    served: (model: string, account: string, priority: Priority, tokens: number) =>
-      this.service.inc(this.perAccount ? { model, priority, account } : { model, priority }, tokens),
+    served: (model: string, account: string, priority: Priority, tokens: number) => {
+      // Without perAccount the label set is per model and priority: cached; per account it is unbounded, as is the metric.
+      if (this.perAccount) return this.service.inc({ model, priority, account }, tokens);
+      const key = `${model}\u0000${priority}`;
+      let series = this.serviceSeries.get(key);
+      if (!series) this.serviceSeries.set(key, (series = this.service.labels({ model, priority })));
+      series.inc(tokens);
+    },
     loaded: (model: string, seconds: number, ok: boolean) => {
       this.loads.inc({ model, outcome: ok ? "ok" : "failed" });
       if (ok) this.loadDuration.observe({ model }, seconds);

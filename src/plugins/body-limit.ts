@@ -90,6 +90,13 @@ function limited(request: FastifyRequest, reply: FastifyReply, payload: Readable
   }
   const timeoutMs = config.server.bodyTimeoutMs;
   continueBody(reply);
+  // A JSON body that is already here in full (a small request arrives with its headers) is measured as it stands:
+  // nothing to count while it streams and no body time to watch, so no Transform stream per request.
+  if (!upload && payload === request.raw && request.raw.complete) {
+    if (request.raw.readableLength <= limit) return payload;
+    discardRest(request.raw);
+    throw tooLarge(limit, false);
+  }
   if (upload) {
     watchUpload(request, reply, limit, timeoutMs);
     return payload;

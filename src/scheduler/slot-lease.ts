@@ -26,30 +26,45 @@ export interface LeaseLedger {
  * over nothing), its charges go to the ledger, and `release` frees the slots once however often it is called.
  */
 export function openLease(engine: Engine, slots: number, ledger: LeaseLedger): Lease {
-  const started = Date.now();
-  let released = false;
-  let charged = 0;
-  return {
-    engine,
-    slots,
-    get charged() {
-      return charged;
-    },
-    get overShare() {
-      return !released && ledger.overShare();
-    },
-    get favoured() {
-      return !released && !ledger.overShare() && ledger.favoured();
-    },
-    charge: (tokens) => {
-      if (!(tokens > 0)) return;
-      charged += tokens;
-      ledger.served(tokens);
-    },
-    release: () => {
-      if (released) return;
-      released = true;
-      ledger.freed(Date.now() - started);
-    },
+  return new SlotLease(engine, slots, ledger);
+}
+
+/**
+ * A class rather than an object literal: a literal with getters defines its accessors on every lease (one a
+ * request), where a class has them once on its prototype. `charge` and `release` stay bound to their lease.
+ */
+class SlotLease implements Lease {
+  private readonly started = Date.now();
+  private released = false;
+  private chargedTokens = 0;
+
+  constructor(
+    readonly engine: Engine,
+    readonly slots: number,
+    private readonly ledger: LeaseLedger,
+  ) {}
+
+  get charged(): number {
+    return this.chargedTokens;
+  }
+
+  get overShare(): boolean {
+    return !this.released && this.ledger.overShare();
+  }
+
+  get favoured(): boolean {
+    return !this.released && !this.ledger.overShare() && this.ledger.favoured();
+  }
+
+  readonly charge = (tokens: number): void => {
+    if (!(tokens > 0)) return;
+    this.chargedTokens += tokens;
+    this.ledger.served(tokens);
+  };
+
+  readonly release = (): void => {
+    if (this.released) return;
+    this.released = true;
+    this.ledger.freed(Date.now() - this.started);
   };
 }

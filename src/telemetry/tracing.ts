@@ -1,3 +1,5 @@
+import { tracingStarted } from "./spans.ts";
+
 /** The process's tracer provider, once started (one per process, whatever the number of servers in it). */
 let started: Promise<{ flush(): Promise<void> } | null> | null = null;
 
@@ -20,6 +22,7 @@ export function startTracing(env: NodeJS.ProcessEnv = process.env): Promise<{ fl
       spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())],
     });
     provider.register();
+    tracingStarted();
     return { flush: () => provider.forceFlush() };
   })();
   return started;

@@ -137,7 +137,7 @@ export class ManagedLlamaServerEngine implements Engine, ChatPort<UpstreamPrepar
     return this.running().prepareChat(req, signal);
   }
 
-  chat(req: ChatRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
+  chat(req: ChatRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta[]> {
     return this.running().chat(req, prepared, signal);
   }
 

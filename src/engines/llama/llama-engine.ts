@@ -250,8 +250,9 @@ export class LlamaEngine implements Engine, ChatPort<LlamaPreparedChat>, Complet
     return { promptTokens, maxTokens: fitCompletion(context.contextSize, promptTokens, req).budget, plan, tokens };
   }
 
-  async *chat(req: ChatRequest, prepared: LlamaPreparedChat, signal: AbortSignal, standing?: ShareStanding): AsyncIterable<ChatDelta> {
-    yield* this.onSequence(prepared.tokens, signal, standing, (sequence) => this.generate(req, prepared, signal, sequence));
+  /** One run per delta: a token is decoded at a time. */
+  async *chat(req: ChatRequest, prepared: LlamaPreparedChat, signal: AbortSignal, standing?: ShareStanding): AsyncIterable<ChatDelta[]> {
+    for await (const delta of this.onSequence(prepared.tokens, signal, standing, (sequence) => this.generate(req, prepared, signal, sequence))) yield [delta];
   }
 
   /** Lends a sequence (takeSequence) to one generation, in the lockstep with the request's standing. */

@@ -77,7 +77,7 @@ export class OnnxVlmEngine implements Engine, ChatPort, TokenizePort {
     return { promptTokens, maxTokens: fitCompletion(window, promptTokens, req, { param: "messages", takes: "The messages take", note }).budget };
   }
 
-  async *chat(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
+  async *chat(req: ChatRequest, prepared: PreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta[]> {
     const pool = this.requirePool();
     const args: GenerateArgs = {
       messages: req.messages,
@@ -88,8 +88,8 @@ export class OnnxVlmEngine implements Engine, ChatPort, TokenizePort {
       stop: req.stop,
     };
     for await (const event of pool.stream<VlmEvent>("generate", args, { signal })) {
-      if (event.type === "content") yield { type: "content", text: event.text };
-      else yield { type: "done", finishReason: event.finishReason, usage: event.usage };
+      if (event.type === "content") yield [{ type: "content", text: event.text }];
+      else yield [{ type: "done", finishReason: event.finishReason, usage: event.usage }];
     }
     signal.throwIfAborted();
   }

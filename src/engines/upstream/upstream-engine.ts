@@ -203,7 +203,7 @@ export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, C
 
   /** /v1/completions (or llama-server's /infill for a suffix, with `infill: llama-server`), relayed as chat is. */
   complete(req: CompletionRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncIterable<CompletionDelta> {
-    return this.relay(signal, null, req.buffered === true, (client) => this.completionBatches(client, req, prepared, signal), (deltas) => deltas);
+    return flatten(this.relay(signal, null, req.buffered === true, (client) => this.completionBatches(client, req, prepared, signal), (deltas) => deltas));
   }
 
   private async *completionBatches(client: UpstreamClient, req: CompletionRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncGenerator<CompletionDelta[]> {
@@ -248,19 +248,21 @@ export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, C
     return strategy;
   }
 
-  async *chat(req: ChatRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta> {
+  /** The deltas of each read of the upstream's stream as one run; a buffered answer as one run. */
+  chat(req: ChatRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta[]> {
     const key = this.options.routing === "prefix-affinity" ? conversationKey(req.messages) : null;
-    yield* this.relay(signal, key, req.buffered === true, (client) => this.deltaBatches(client, req, prepared, signal), joinContent);
+    return this.relay(signal, key, req.buffered === true, (client) => this.deltaBatches(client, req, prepared, signal), joinContent);
   }
 
   /**
-   * One generation on the pool. A client waiting for the whole answer (`buffered`) has nothing committed until the
-   * end, so the whole generation may be retried on another upstream (its deltas joined by `join`); a streaming
-   * client is committed at its first delta, so only the steps before it (connect, headers, the first event) are.
+   * One generation on the pool, as runs of deltas. A client waiting for the whole answer (`buffered`) has nothing
+   * committed until the end, so the whole generation may be retried on another upstream (its deltas joined by
+   * `join`, one run); a streaming client is committed at its first run, so only the steps before it (connect,
+   * headers, the first events) are.
    */
-  private async *relay<D>(signal: AbortSignal, key: number | null, buffered: boolean, batches: (client: UpstreamClient) => AsyncGenerator<D[]>, join: (deltas: D[]) => D[]): AsyncGenerator<D> {
+  private async *relay<D>(signal: AbortSignal, key: number | null, buffered: boolean, batches: (client: UpstreamClient) => AsyncGenerator<D[]>, join: (deltas: D[]) => D[]): AsyncGenerator<D[]> {
     if (buffered) {
-      yield* await this.call(
+      yield await this.call(
         signal,
         async (client) => {
           const deltas: D[] = [];
@@ -274,7 +276,7 @@ export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, C
     const lease = await this.acquire(
       signal,
       async (client) => {
-        const stream = flatten(batches(client));
+        const stream = batches(client);
         return { stream, first: await stream.next() };
       },
       key,
@@ -363,7 +365,7 @@ function joinContent(deltas: ChatDelta[]): ChatDelta[] {
   return joined;
 }
 
-/** One upstream call's deltas, one at a time (for a streaming client). */
-async function* flatten<D>(batches: AsyncGenerator<D[]>): AsyncGenerator<D> {
+/** Runs of deltas, one delta at a time (the completion port's interface). */
+async function* flatten<D>(batches: AsyncIterable<D[]>): AsyncGenerator<D> {
   for await (const batch of batches) yield* batch;
 }

@@ -85,7 +85,8 @@ export class UpstreamPool {
    */
   async acquire<T>(signal: AbortSignal, establish: (member: PoolMember) => Promise<T>, key: number | null = null): Promise<PoolLease<T>> {
     const tried = new Set<PoolMember>();
-    let backoff: IBackoff<unknown> = new ExponentialBackoff({ initialDelay: 100, maxDelay: this.options.maxWaitMs }).next();
+    // Made at the first wait only: most calls succeed at once.
+    let backoff: IBackoff<unknown> | null = null;
     let waited = 0;
     let last: UpstreamUnavailable | null = null;
     for (let attempt = 1; ; attempt++) {
@@ -94,6 +95,7 @@ export class UpstreamPool {
       let settleAt = this.settleAt;
       if (!member && last) {
         // Every upstream failed once: the same again, after the backoff and at least the upstream's Retry-After.
+        backoff ??= new ExponentialBackoff({ initialDelay: 100, maxDelay: this.options.maxWaitMs }).next();
         const wait = Math.max(backoff.duration, last.retryAfterMs ?? 0);
         if (waited + wait > this.options.maxWaitMs) throw last;
         await sleep(wait, undefined, { signal });

@@ -1,4 +1,5 @@
 import type { Histogram } from "prom-client";
+import type { ChatDelta } from "../../engines/engine.ts";
 import type { Metrics } from "../../metrics/metrics.ts";
 import type { RequestContext } from "../request-context.ts";
 
@@ -41,6 +42,14 @@ export class GenerationTimer {
     private readonly request: RequestContext,
   ) {
     this.series = seriesFor(metrics, model);
+  }
+
+  /**
+   * A run of deltas that arrived together (ChatPort.chat): timed as one piece when it carries output. Its pieces
+   * after the first have no gap of their own to observe: they came in the same read.
+   */
+  run(deltas: readonly ChatDelta[]): void {
+    if (deltas.length > 1 || deltas[0]?.type !== "done") this.piece();
   }
 
   piece(): void {

@@ -60,12 +60,12 @@ export async function collectChat(ctx: AppContext, request: RequestContext, mode
       const timer = new GenerationTimer(ctx.metrics, answerModel(request, model), request);
       const meter = completionMeter(lease);
       try {
-        for await (const delta of port.chat(req, prepared, signal, lease)) {
-          if (delta.type !== "done") {
-            timer.piece();
-            recording?.add(delta);
+        for await (const run of port.chat(req, prepared, signal, lease)) {
+          for (const delta of run) {
+            if (delta.type !== "done") recording?.add(delta);
+            acc.add(delta);
           }
-          acc.add(delta);
+          timer.run(run);
           meter(acc.pieces);
         }
         timer.finish(acc.completionTokens);
@@ -131,16 +131,21 @@ export async function streamChatTo(ctx: AppContext, request: RequestContext, mod
       writer.finish(reason, acc);
     };
     try {
-      for await (const delta of port.chat(req, prepared, signal, lease)) {
-        acc.add(delta);
-        meter(acc.pieces);
-        if (delta.type === "done") break;
-        timer.piece();
-        if (!started) {
-          started = true;
-          writer.start(prepared.promptTokens);
+      generation: for await (const run of port.chat(req, prepared, signal, lease)) {
+        timer.run(run);
+        for (const delta of run) {
+          acc.add(delta);
+          if (delta.type === "done") {
+            meter(acc.pieces);
+            break generation;
+          }
+          if (!started) {
+            started = true;
+            writer.start(prepared.promptTokens);
+          }
+          batcher.add(delta);
         }
-        batcher.add(delta);
+        meter(acc.pieces);
       }
       if (!started) {
         started = true;
