@@ -52,24 +52,6 @@ test("a single generation never waits for the gate", async () => {
   assert.equal(gate.stats.generations, 0);
 });
 
-test("issue 46.4: a lone generation's decode is dispatched before the event loop's next turn (the previous token's write); with two open, at that turn", async () => {
-  const { gate, sequences } = gated("a", "b");
-  const order = async (): Promise<string[]> => {
-    const seen: string[] = [];
-    setImmediate(() => seen.push("turn")); // what the turn runs first: pending I/O, the stream's write
-    gate.schedule(() => seen.push("dispatch"));
-    await tick();
-    await tick();
-    return seen;
-  };
-  const a = sequences[0]!.evaluateWithMetadata([], {});
-  assert.deepEqual(await order(), ["dispatch", "turn"]);
-  const b = sequences[1]!.evaluateWithMetadata([], {});
-  assert.deepEqual(await order(), ["turn", "dispatch"], "two generations: the turn collects both tokens");
-  await a.return(undefined);
-  await b.return(undefined);
-});
-
 test("the next tokens of all open generations are requested together, after the last one asked", async () => {
   const { log, gate, sequences } = gated("a", "b", "c", "d");
   const iterators = sequences.map((s) => s.evaluateWithMetadata([], {}));
