@@ -142,7 +142,6 @@ export class LlamaEngine implements Engine, ChatPort<LlamaPreparedChat>, Complet
           threads,
           flashAttention: llamaOptions(this.entry).flashAttention,
           createSignal: signal,
-          batching: { dispatchSchedule: (dispatch) => this.lockstep.schedule(dispatch) },
         });
         // node-llama-cpp gives a fresh context's sequences the ids 0, 1, 2... in this order.
         this.sequences = Array.from({ length: sequences }, () => this.context!.getSequence());

@@ -54,19 +54,6 @@ export class Lockstep {
     return { generations: this.open.size, steps: this.steps, tokens: this.requests };
   }
 
-  /**
-   * When node-llama-cpp dispatches a decode it has queued (its context's `batching.dispatchSchedule`). Its own
-   * schedule waits for the next event-loop turn (setImmediate) so that other sequences' tokens join the batch; that
-   * turn first runs every pending I/O callback and the stream's write of the previous token (TLS and all), so a lone
-   * generation's next decode waited behind them. With one generation open there is no one to wait for: its decode
-   * goes at the end of the current tick and computes while the previous token is written. With more, the gate has
-   * released their requests together and the turn collects them, as before.
-   */
-  schedule(dispatch: () => void): void {
-    if (this.open.size <= 1 && this.waiting.length === 0 && !this.releasing) queueMicrotask(dispatch);
-    else setImmediate(dispatch);
-  }
-
   /** The generation now using the sequence stands so in its model's fair share; null when it ends. */
   assign(sequenceId: number, standing: ShareStanding | null): void {
     if (standing) this.standings.set(sequenceId, standing);
