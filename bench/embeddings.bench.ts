@@ -5,15 +5,20 @@ import { createKey } from "../harness/keys.ts";
 import { testConfig } from "../harness/config.ts";
 import { modelsDir, spawnServer, tempDir } from "../harness/server.ts";
 import { ratioRow, type BenchRow } from "./bench-row.ts";
-import { runNode } from "./processes.ts";
+import { benchSentences } from "./clients/sentences.mjs";
+import { cpuMs, runNode } from "./processes.ts";
+import { warmUp } from "./warm-up.ts";
 
 /**
- * Issue 23: llama embeddings, 64 sentences per request (base64), on `modelgate serve` read by
+ * Issues 23 and 46.5: llama embeddings, 64 sentences per request (base64), on `modelgate serve` read by
  * bench/clients/embed-client.mjs, against the raw engine (bench/peers/raw-llama-embed.ts: node-llama-cpp's
- * embedding context, one input after another as the engine runs them), each in its own process, alternating;
- * RUNS rounds of ROUNDS requests.
+ * embedding context, one input after another as the engine runs them), each in its own process. Both first run in
+ * turn until each has run WARM_SECONDS (their steady state), then alternate; RUNS rounds of ROUNDS requests. On
+ * Linux it also reads each serving process's CPU time: inputs per CPU second (the gateway's count the client's one
+ * warm request on its connection too).
  */
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
+const WARM_SECONDS = Number(process.env.BENCH_WARM_SECONDS ?? 10);
 const ROUNDS = 10;
 const root = path.resolve(import.meta.dirname, "..");
 const model = path.join(modelsDir, "forged/bert-embed-tiny.gguf");
@@ -32,20 +37,33 @@ export default async function embeddingsBench(): Promise<BenchRow[]> {
   const lines = createInterface({ input: engine.stdout! })[Symbol.asyncIterator]();
   await lines.next();
   const sides = {
-    raw: async () => {
-      engine.stdin!.write(`${ROUNDS}\n`);
-      return (JSON.parse((await lines.next()).value as string) as { inputsPerSecond: number }).inputsPerSecond;
+    raw: {
+      pid: engine.pid,
+      inputs: ROUNDS * benchSentences.length,
+      run: async () => {
+        engine.stdin!.write(`${ROUNDS}\n`);
+        return (JSON.parse((await lines.next()).value as string) as { inputsPerSecond: number }).inputsPerSecond;
+      },
     },
-    modelgate: async () =>
-      (JSON.parse(await runNode([path.join(root, "bench/clients/embed-client.mjs"), `${gateway.origin}/v1/embeddings`, "embed", String(ROUNDS), key, path.join(dir, "tls/cert.pem")])) as { inputsPerSecond: number }).inputsPerSecond,
+    modelgate: {
+      pid: gateway.child.pid,
+      inputs: (ROUNDS + 1) * benchSentences.length,
+      run: async () =>
+        (JSON.parse(await runNode([path.join(root, "bench/clients/embed-client.mjs"), `${gateway.origin}/v1/embeddings`, "embed", String(ROUNDS), key, path.join(dir, "tls/cert.pem")])) as { inputsPerSecond: number }).inputsPerSecond,
+    },
   };
   const rates = { raw: [] as number[], modelgate: [] as number[] };
+  /** Inputs per CPU second of the serving process, run by run. */
+  const perCpu = { raw: [] as number[], modelgate: [] as number[] };
   try {
-    await sides.raw();
-    await sides.modelgate();
+    await warmUp([sides.raw.run, sides.modelgate.run], WARM_SECONDS);
     for (let i = 0; i < RUNS; i++) {
       process.stderr.write(`  run ${i + 1}/${RUNS}\n`);
-      for (const side of i % 2 === 0 ? (["raw", "modelgate"] as const) : (["modelgate", "raw"] as const)) rates[side].push(await sides[side]());
+      for (const side of i % 2 === 0 ? (["raw", "modelgate"] as const) : (["modelgate", "raw"] as const)) {
+        const before = cpuMs(sides[side].pid);
+        rates[side].push(await sides[side].run());
+        perCpu[side].push((sides[side].inputs * 1000) / (cpuMs(sides[side].pid) - before));
+      }
     }
   } finally {
     engine.kill();
@@ -53,5 +71,8 @@ export default async function embeddingsBench(): Promise<BenchRow[]> {
   }
   return [
     ratioRow({ item: "llama embeddings, 64 inputs per request: Modelgate vs raw node-llama-cpp (out of process)", service: rates.modelgate, raw: rates.raw, unit: "inputs/s", target: ">= 0.9" }),
+    ...(Number.isNaN(perCpu.raw[0]!)
+      ? []
+      : [ratioRow({ item: "CPU: llama embeddings, 64 inputs per request: Modelgate (gateway process) vs raw node-llama-cpp (its process), inputs per CPU s", service: perCpu.modelgate, raw: perCpu.raw, unit: "inputs/CPU s", target: "report" })]),
   ];
 }

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { startListening, type Peer } from "../harness/peers.ts";
 
@@ -58,4 +58,24 @@ export function cpuMs(pid: number | undefined): number {
   if (pid === undefined || !existsSync(stat)) return Number.NaN;
   const fields = readFileSync(stat, "utf8").split(") ")[1]!.split(" ");
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // clock ticks (USER_HZ 100)
+}
+
+/** CPU milliseconds of a process and every process it started (their children too), or NaN as `cpuMs`. */
+export function treeCpuMs(pid: number | undefined): number {
+  if (pid === undefined) return Number.NaN;
+  const children = (id: number): number[] => {
+    const tasks = `/proc/${id}/task`;
+    if (!existsSync(tasks)) return [];
+    return readdirSync(tasks).flatMap((tid) => {
+      const file = `${tasks}/${tid}/children`;
+      return existsSync(file) ? readFileSync(file, "utf8").split(" ").filter(Boolean).map(Number) : [];
+    });
+  };
+  let total = 0;
+  for (let queue = [pid]; queue.length > 0; ) {
+    const id = queue.pop()!;
+    total += cpuMs(id);
+    queue = queue.concat(children(id));
+  }
+  return total;
 }

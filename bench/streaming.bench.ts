@@ -7,16 +7,20 @@ import { startLlamaServer } from "../harness/llama-server.ts";
 import { modelsDir, spawnServer, tempDir } from "../harness/server.ts";
 import { shapedModel } from "../harness/shaped-model.ts";
 import { ratioRow, type BenchRow } from "./bench-row.ts";
-import { runNode } from "./processes.ts";
+import { cpuMs, runNode } from "./processes.ts";
+import { warmUp } from "./warm-up.ts";
 
 /**
- * Issue 23: one streamed chat, tokens/s, on three sides, each in its own process: the raw engine
+ * Issues 23 and 46.5: one streamed chat, tokens/s, on three sides, each in its own process: the raw engine
  * (bench/peers/raw-llama-chat.ts: node-llama-cpp LlamaChat, same wrapper, threads, context and sampling),
  * `modelgate serve` (default log level) read by bench/clients/stream-client.mjs over HTTPS, and llama.cpp's
- * llama-server read by the same client over HTTP. The sides' order rotates each round; RUNS rounds; tokens/s is
- * completion tokens over the wall time from request to the last byte.
+ * llama-server read by the same client over HTTP. The sides first run in turn until each has run WARM_SECONDS
+ * (their steady state), then their order rotates each round; RUNS rounds; tokens/s is completion tokens over the
+ * wall time from request to the last byte. On Linux it also reads each serving process's CPU time per token (the
+ * raw engine's whole process; the gateway's; llama-server's).
  */
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
+const WARM_SECONDS = Number(process.env.BENCH_WARM_SECONDS ?? 10);
 const root = path.resolve(import.meta.dirname, "..");
 const streamClient = path.join(root, "bench/clients/stream-client.mjs");
 
@@ -36,17 +40,23 @@ async function startRaw(file: string, context: number) {
   const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
   await lines.next();
   return {
-    async run(requests: number, tokens: number, seed: number): Promise<number> {
+    pid: child.pid,
+    async run(requests: number, tokens: number, seed: number): Promise<Streamed> {
       child.stdin!.write(`${requests} ${tokens} ${seed}\n`);
-      return (JSON.parse((await lines.next()).value as string) as { tokensPerSecond: number }).tokensPerSecond;
+      return JSON.parse((await lines.next()).value as string) as Streamed;
     },
     stop: () => child.kill(),
   };
 }
 
-async function client(url: string, model: string, tokens: number, requests: number, key = "", ca = ""): Promise<number> {
-  const out = await runNode([streamClient, url, model, String(tokens), String(requests), key, ca]);
-  return (JSON.parse(out) as { tokensPerSecond: number }).tokensPerSecond;
+/** What a side reports: its tokens per second of wall time, and the completion tokens it got. */
+interface Streamed {
+  tokensPerSecond: number;
+  tokens: number;
+}
+
+async function client(url: string, model: string, tokens: number, requests: number, key = "", ca = ""): Promise<Streamed> {
+  return JSON.parse(await runNode([streamClient, url, model, String(tokens), String(requests), key, ca])) as Streamed;
 }
 
 export default async function streamingBench(): Promise<BenchRow[]> {
@@ -70,19 +80,24 @@ export default async function streamingBench(): Promise<BenchRow[]> {
       const engine = await startRaw(c.file, c.context);
       const server = await startLlamaServer(c.file, ["-c", String(c.context), "-np", "1", "-t", "1", "-tb", "1"]);
       const sides = {
-        raw: (seed: number) => engine.run(c.requests, c.tokens, seed),
-        modelgate: () => client(`${gateway.origin}/v1/chat/completions`, c.id, c.tokens, c.requests, key, ca),
-        "llama-server": () => client(`${server.origin}/v1/chat/completions`, c.id, c.tokens, c.requests),
+        raw: { pid: engine.pid, run: (seed: number) => engine.run(c.requests, c.tokens, seed) },
+        modelgate: { pid: gateway.child.pid, run: () => client(`${gateway.origin}/v1/chat/completions`, c.id, c.tokens, c.requests, key, ca) },
+        "llama-server": { pid: server.child.pid, run: () => client(`${server.origin}/v1/chat/completions`, c.id, c.tokens, c.requests) },
       };
       const names = Object.keys(sides) as (keyof typeof sides)[];
       const rates: Record<keyof typeof sides, number[]> = { raw: [], modelgate: [], "llama-server": [] };
+      /** Tokens per CPU second of the serving process, run by run. */
+      const perCpu: Record<keyof typeof sides, number[]> = { raw: [], modelgate: [], "llama-server": [] };
       try {
-        for (const name of names) await sides[name](0); // warm-up
+        await warmUp(names.map((name) => () => sides[name].run(0)), WARM_SECONDS);
         for (let i = 0; i < RUNS; i++) {
           process.stderr.write(`  ${c.name} run ${i + 1}/${RUNS}\n`);
           for (let k = 0; k < names.length; k++) {
             const name = names[(i + k) % names.length]!;
-            rates[name].push(await sides[name](i * c.requests + 1));
+            const before = cpuMs(sides[name].pid);
+            const run = await sides[name].run(i * c.requests + 1);
+            rates[name].push(run.tokensPerSecond);
+            perCpu[name].push((run.tokens * 1000) / (cpuMs(sides[name].pid) - before));
           }
         }
       } finally {
@@ -92,6 +107,12 @@ export default async function streamingBench(): Promise<BenchRow[]> {
       rows.push(
         ratioRow({ item: `stream 1x ${c.name}: Modelgate vs raw node-llama-cpp (out of process)`, service: rates.modelgate, raw: rates.raw, unit: "tok/s", target: c.target }),
         ratioRow({ item: `stream 1x ${c.name}: llama-server vs raw (peer, reference)`, service: rates["llama-server"], raw: rates.raw, unit: "tok/s", target: "reference" }),
+        ...(Number.isNaN(perCpu.raw[0]!)
+          ? []
+          : [
+              ratioRow({ item: `CPU: stream 1x ${c.name}: Modelgate (gateway process) vs raw node-llama-cpp (its process), tokens per CPU s`, service: perCpu.modelgate, raw: perCpu.raw, unit: "tok/CPU s", target: "report" }),
+              ratioRow({ item: `CPU: stream 1x ${c.name}: llama-server vs raw, tokens per CPU s (peer, reference)`, service: perCpu["llama-server"], raw: perCpu.raw, unit: "tok/CPU s", target: "reference" }),
+            ]),
       );
     }
   } finally {

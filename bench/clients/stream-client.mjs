@@ -1,5 +1,5 @@
-// Streamed chat completions; prints {tokensPerSecond} as JSON: completion tokens (from the usage chunk) over the
-// wall time from the first request to the last [DONE]. CONCURRENCY clients (default 1) each run REQUESTS one
+// Streamed chat completions; prints {tokensPerSecond, tokens} as JSON: completion tokens (from the usage chunk) over
+// the wall time from the first request to the last [DONE], and how many there were. CONCURRENCY clients (default 1) each run REQUESTS one
 // after another, so with several the figure is the aggregate.
 // `node stream-client.mjs URL MODEL TOKENS REQUESTS [KEY] [CA_FILE] [CONCURRENCY]`
 import { readFileSync } from "node:fs";
@@ -31,5 +31,5 @@ async function client(worker) {
 
 const t0 = performance.now();
 await Promise.all(Array.from({ length: Number(concurrency) }, (_, w) => client(w)));
-console.log(JSON.stringify({ tokensPerSecond: (totalTokens / (performance.now() - t0)) * 1000 }));
+console.log(JSON.stringify({ tokensPerSecond: (totalTokens / (performance.now() - t0)) * 1000, tokens: totalTokens }));
 await dispatcher.close();
