@@ -21,11 +21,9 @@ export interface ApiKeyAuth {
   /** A key was created: unknown keys remembered by this node are looked up again. */
   keyCreated(): void;
   /**
-   * An onRequest hook: sets `request.auth` from a valid key, or refuses with 401 invalid_api_key (counted by the
-   * anonymous limiter).
+   * An onRequest hook for a scope whose clients send their key where `reader` finds it: sets `request.auth` from a
+   * valid key, or refuses with 401 invalid_api_key (counted by the anonymous limiter).
    */
-  authenticate(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void;
-  /** `authenticate` for a dialect whose clients send the key elsewhere (Anthropic's `x-api-key`): `reader` finds it. */
   authenticateWith(reader: KeyReader): (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void;
   /** An onRequest hook: 403 ip_not_allowed when the key's account has an allowlist the client address is outside. */
   checkIpAllowlist(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void;
@@ -294,7 +292,7 @@ export const authPlugin = fp(
       for (const seen of lastSeen.values()) if (seen.entry.auth.keyId === keyId) seen.entry.revoked = true;
     }
 
-    app.decorate("apiKeys", { authenticate: authenticateWith(bearerKey), authenticateWith, checkIpAllowlist, forget, keyCreated: () => unknownKeys.clear() });
+    app.decorate("apiKeys", { authenticateWith, checkIpAllowlist, forget, keyCreated: () => unknownKeys.clear() });
   },
   { name: "api-keys", dependencies: ["limits"] },
 );

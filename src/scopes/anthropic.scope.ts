@@ -4,9 +4,9 @@ import { anthropicKey } from "../auth/api-key.plugin.ts";
 import { toAnthropicError } from "../errors/anthropic-envelope.ts";
 import { anthropicHeaders } from "../http/anthropic-headers.ts";
 import { notFound } from "../http/not-found.ts";
-import { limitBody } from "../plugins/body-limit.ts";
 import { errorHandler } from "../plugins/error-handler.ts";
 import { anthropicRoutes } from "../features/index.ts";
+import { addV1Checks } from "./v1.scope.ts";
 
 function addAnthropicHeaders(request: FastifyRequest, reply: FastifyReply): void {
   reply.header("request-id", request.id);
@@ -21,10 +21,7 @@ function addAnthropicHeaders(request: FastifyRequest, reply: FastifyReply): void
  */
 export default async function anthropicScope(app: FastifyInstance): Promise<void> {
   app.setErrorHandler(errorHandler(toAnthropicError));
-  app.addHook("onRequest", app.apiKeys.authenticateWith(anthropicKey));
-  app.addHook("onRequest", app.apiKeys.checkIpAllowlist);
-  app.addHook("onRequest", app.limits.key);
-  app.addHook("preParsing", limitBody);
+  addV1Checks(app, anthropicKey);
   // A stream's headers go out with its first event, past onSend: they are set before its handler.
   app.addHook("preHandler", (request, reply, done) => {
     if ((request.body as { stream?: unknown } | undefined)?.stream === true) addAnthropicHeaders(request, reply);
