@@ -1,10 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
-import { homedir } from "node:os";
-import path from "node:path";
-import { pathToFileURL } from "node:url";
-
-const forgeGguf = path.resolve(import.meta.dirname, "../../shared/tools/forge/gguf.mjs");
-const stories = path.resolve(import.meta.dirname, "../../shared/models/stories260K.gguf");
+import { forgedStories, type GgufTensor } from "./forged-stories.ts";
 
 /** The FIM tokens of the forged model: three of stories260K's byte pieces (0x00 to 0x02, never in text) renamed. */
 export const fimTokens = { prefix: "<|fim_prefix|>", suffix: "<|fim_suffix|>", middle: "<|fim_middle|>" } as const;
@@ -13,30 +7,6 @@ const fimIds = { prefix: 3, suffix: 4, middle: 5 };
 /** The piece the model always generates first after `<|fim_middle|>` (see forgedFimModel). */
 export const fimFirstPiece = " Timmy";
 const firstPieceToken = "▁Timmy";
-
-interface GgufKv {
-  key: string;
-  type: number;
-  itemType?: number;
-  value: unknown;
-}
-interface GgufTensor {
-  name: string;
-  dims: number[];
-  type: number;
-  data: Buffer;
-}
-interface Gguf {
-  kv: GgufKv[];
-  tensors: GgufTensor[];
-  alignment: number;
-}
-/** The parts of the forge's GGUF module (../shared/tools/forge/gguf.mjs) used here. */
-interface Forge {
-  T: Record<"UINT32" | "INT32" | "STRING", number>;
-  readGGUF(buf: Buffer): Gguf;
-  writeGGUF(gguf: Gguf): Buffer;
-}
 
 /** A tensor's f32 values, on its own bytes (a small tensor read into a shared pool may sit unaligned: read a copy then). */
 function floats(t: GgufTensor, writable = false): Float32Array {
@@ -54,36 +24,27 @@ function floats(t: GgufTensor, writable = false): Float32Array {
  * and the first token generated after the FIM prompt is always " Timmy"; the rest is stories260K's own greedy prose.
  * Same bytes on every run.
  */
-export async function forgedFimModel(): Promise<string> {
-  const dir = process.env.MODELGATE_MODEL_CACHE ?? path.join(homedir(), ".cache/modelgate-models");
-  const file = path.join(dir, "stories260K-fim-v1.gguf");
-  if (existsSync(file)) return file;
-  const forge = (await import(pathToFileURL(forgeGguf).href)) as Forge;
-  const gguf = forge.readGGUF(readFileSync(stories));
-  const kv = gguf.kv.filter((e) => !(e.key.endsWith("seperator_token_id") || e.key.endsWith("padding_token_id")) || e.value !== 0xffffffff);
-  const tokens = kv.find((e) => e.key === "tokenizer.ggml.tokens")!.value as string[];
-  const types = kv.find((e) => e.key === "tokenizer.ggml.token_type")!.value as number[];
-  for (const [name, id] of Object.entries(fimIds)) {
-    tokens[id] = fimTokens[name as keyof typeof fimTokens];
-    types[id] = 3; // CONTROL
-  }
-  kv.find((e) => e.key === "general.name")!.value = "stories260K-fim";
-  kv.push(
-    { key: "tokenizer.ggml.fim_pre_token_id", type: forge.T.UINT32, value: fimIds.prefix },
-    { key: "tokenizer.ggml.fim_suf_token_id", type: forge.T.UINT32, value: fimIds.suffix },
-    { key: "tokenizer.ggml.fim_mid_token_id", type: forge.T.UINT32, value: fimIds.middle },
-  );
-  const tensor = (name: string) => gguf.tensors.find((t) => t.name === name)!;
-  const width = tensor("output_norm.weight").dims[0]!;
-  const norm = floats(tensor("output_norm.weight"));
-  const target = tokens.indexOf(firstPieceToken);
-  const row = floats(tensor("output.weight")).subarray(target * width, (target + 1) * width);
-  const embedding = floats(tensor("token_embd.weight"), true).subarray(fimIds.middle * width, (fimIds.middle + 1) * width);
-  for (let i = 0; i < width; i++) embedding[i] = (1000 * row[i]!) / norm[i]!;
-  mkdirSync(dir, { recursive: true });
-  // Written aside and renamed: test files running at once never read half a file.
-  const partial = `${file}.${process.pid}.partial`;
-  writeFileSync(partial, forge.writeGGUF({ kv, tensors: gguf.tensors, alignment: gguf.alignment }));
-  renameSync(partial, file);
-  return file;
+export function forgedFimModel(): Promise<string> {
+  return forgedStories("stories260K-fim-v1.gguf", (gguf, forge) => {
+    const kv = gguf.kv;
+    const tokens = kv.find((e) => e.key === "tokenizer.ggml.tokens")!.value as string[];
+    const types = kv.find((e) => e.key === "tokenizer.ggml.token_type")!.value as number[];
+    for (const [name, id] of Object.entries(fimIds)) {
+      tokens[id] = fimTokens[name as keyof typeof fimTokens];
+      types[id] = 3; // CONTROL
+    }
+    kv.find((e) => e.key === "general.name")!.value = "stories260K-fim";
+    kv.push(
+      { key: "tokenizer.ggml.fim_pre_token_id", type: forge.T.UINT32, value: fimIds.prefix },
+      { key: "tokenizer.ggml.fim_suf_token_id", type: forge.T.UINT32, value: fimIds.suffix },
+      { key: "tokenizer.ggml.fim_mid_token_id", type: forge.T.UINT32, value: fimIds.middle },
+    );
+    const tensor = (name: string) => gguf.tensors.find((t) => t.name === name)!;
+    const width = tensor("output_norm.weight").dims[0]!;
+    const norm = floats(tensor("output_norm.weight"));
+    const target = tokens.indexOf(firstPieceToken);
+    const row = floats(tensor("output.weight")).subarray(target * width, (target + 1) * width);
+    const embedding = floats(tensor("token_embd.weight"), true).subarray(fimIds.middle * width, (fimIds.middle + 1) * width);
+    for (let i = 0; i < width; i++) embedding[i] = (1000 * row[i]!) / norm[i]!;
+  });
 }

@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { homedir } from "node:os";
 import path from "node:path";
+import { modelCacheDir } from "./forged-stories.ts";
 
 const forge = path.resolve(import.meta.dirname, "../../shared/tools/forge/shaped.mjs");
 
@@ -15,7 +15,7 @@ export type WeightType = "f16" | "f32" | "q8_0";
  * ~/.cache/modelgate-models); about 7 s the first time (about 30 s for qwen3-0.6b).
  */
 export function shapedModel(shape: ModelShape = "smollm2-135m", type: WeightType = "f16"): string {
-  const dir = process.env.MODELGATE_MODEL_CACHE ?? path.join(homedir(), ".cache/modelgate-models");
+  const dir = modelCacheDir();
   const file = path.join(dir, `shaped-${shape}-${type}.gguf`);
   if (!existsSync(file)) execFileSync(process.execPath, [forge, "--shape", shape, "--type", type, "--out", dir], { stdio: "ignore" });
   return file;
