@@ -35,6 +35,11 @@ export interface StreamEvent {
   data: unknown;
 }
 
+/** An event as it goes on the wire: `event: <name>` where it has one, then `data: <json>`. */
+function frameOf({ event, data }: StreamEvent): string {
+  return `${event ? `event: ${event}\n` : ""}data: ${JSON.stringify(data)}\n\n`;
+}
+
 /** The last event of a stream that fails after it began: §6's error frame, or a wire format's own (`response.failed`). */
 export type FailureFrame = (err: AppError) => StreamEvent;
 
@@ -112,8 +117,7 @@ export class SseStream {
   /** While the request waits for its first token, send `: keep-alive` every 15 s so proxies keep the connection. */
   keepAliveUntilFirstFrame(): void {
     if (this.keepAliveTimer || this.opened) return;
-    const keepAlive = this.keepAliveEvent;
-    const frame = keepAlive ? `${keepAlive.event ? `event: ${keepAlive.event}\n` : ""}data: ${JSON.stringify(keepAlive.data)}\n\n` : ": keep-alive\n\n";
+    const frame = this.keepAliveEvent ? frameOf(this.keepAliveEvent) : ": keep-alive\n\n";
     this.keepAliveTimer = setInterval(() => this.write(frame), this.keepAliveMs);
     this.keepAliveTimer.unref();
   }
@@ -125,13 +129,13 @@ export class SseStream {
 
   send(chunk: unknown): void {
     this.stopKeepAlive();
-    this.write(`data: ${JSON.stringify(chunk)}\n\n`);
+    this.write(frameOf({ data: chunk }));
   }
 
   /** A named event: `event: <name>` then its data (the Responses API names every event by its type). */
   sendEvent(event: string, data: unknown): void {
     this.stopKeepAlive();
-    this.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+    this.write(frameOf({ event, data }));
   }
 
   /** Ends a stream normally with `data: [DONE]`. */
@@ -149,9 +153,8 @@ export class SseStream {
 
   /** An error after the stream has begun: one error frame, then close without [DONE]. */
   fail(err: AppError): void {
-    const { event, data } = this.failureFrame(err);
-    if (event) this.sendEvent(event, data);
-    else this.send(data);
+    this.stopKeepAlive();
+    this.write(frameOf(this.failureFrame(err)));
     this.end();
   }
 
