@@ -20,6 +20,13 @@ const loadStates = ["missing", "unloaded", "loading", "ready", "failed"] as cons
 const upstreamStates = ["healthy", "ejected", "probing"] as const;
 const affinityPlacements = ["owner", "spill", "retry"] as const;
 
+/** A series by its label values, from `cache`: prom-client's lookup (it hashes the label object) runs once per set. */
+function cachedSeries<T>(cache: Map<string, T>, key: string, make: () => T): T {
+  let series = cache.get(key);
+  if (!series) cache.set(key, (series = make()));
+  return series;
+}
+
 /**
  * Every Prometheus metric the node exports, in its own registry (prom-client's default metrics included). Label
  * sets are bounded: endpoint, model, status, code, plan, outcome, upstream URL; never key or request ids, and the
@@ -213,20 +220,13 @@ export class Metrics {
 
   /** The scheduler's events, as the catalog's runners report them. */
   readonly runnerObserver = {
-    queueWait: (model: string, seconds: number, priority: Priority) => {
-      const key = `${model}\u0000${priority}`;
-      let series = this.queueWaitSeries.get(key);
-      if (!series) this.queueWaitSeries.set(key, (series = this.queueWait.labels({ model, priority })));
-      series.observe(seconds);
-    },
+    queueWait: (model: string, seconds: number, priority: Priority) =>
+      cachedSeries(this.queueWaitSeries, `${model}\u0000${priority}`, () => this.queueWait.labels({ model, priority })).observe(seconds),
     refused: (model: string, reason: RefusalReason) => this.overloaded.inc({ model, reason }),
     served: (model: string, account: string, priority: Priority, tokens: number) => {
       // Without perAccount the label set is per model and priority: cached; per account it is unbounded, as is the metric.
       if (this.perAccount) return this.service.inc({ model, priority, account }, tokens);
-      const key = `${model}\u0000${priority}`;
-      let series = this.serviceSeries.get(key);
-      if (!series) this.serviceSeries.set(key, (series = this.service.labels({ model, priority })));
-      series.inc(tokens);
+      cachedSeries(this.serviceSeries, `${model}\u0000${priority}`, () => this.service.labels({ model, priority })).inc(tokens);
     },
     loaded: (model: string, seconds: number, ok: boolean) => {
       this.loads.inc({ model, outcome: ok ? "ok" : "failed" });
@@ -237,18 +237,12 @@ export class Metrics {
 
   /** A request a route's target answered. */
   routeServed(route: string, target: string): void {
-    this.routeSeriesFor(`${route}\u0000${target}`, () => this.routeRequests.labels({ route, target })).inc();
+    cachedSeries(this.routeSeries, `${route}\u0000${target}`, () => this.routeRequests.labels({ route, target })).inc();
   }
 
   /** A request a route moved on from `target`, and why. */
   routeFallback(route: string, target: string, reason: string): void {
-    this.routeSeriesFor(`${route}\u0000${target}\u0000${reason}`, () => this.routeFallbacks.labels({ route, target, reason })).inc();
-  }
-
-  private routeSeriesFor(key: string, make: () => Counter.Internal): Counter.Internal {
-    let series = this.routeSeries.get(key);
-    if (!series) this.routeSeries.set(key, (series = make()));
-    return series;
+    cachedSeries(this.routeSeries, `${route}\u0000${target}\u0000${reason}`, () => this.routeFallbacks.labels({ route, target, reason })).inc();
   }
 
   /** Token counters, with the account label only when configured. */
