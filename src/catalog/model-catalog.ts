@@ -57,6 +57,11 @@ export class ModelCatalog {
     return this.routes.get(id);
   }
 
+  /** What a client's model id names, as the capability check sees it: a route's shared view, or the model's own. */
+  named(id: string): { entry: ModelEntry; support: EngineSupport } | undefined {
+    return this.routes.get(id)?.asModel ?? this.runners.get(id);
+  }
+
   routeList(): ModelRoute[] {
     return [...this.routes.values()];
   }

@@ -87,7 +87,7 @@ async function checkInto({ ctx, store, wake }: BatchDeps, auth: AuthContext, bat
     await store.batchIntake.reclaimLines(batch.id);
     return;
   }
-  const concurrency = Math.max(1, ...[...check.models].map((m) => (ctx.catalog.find(m) ?? ctx.catalog.route(m)?.asModel)?.entry.parallel ?? 1));
+  const concurrency = Math.max(1, ...[...check.models].map((m) => ctx.catalog.named(m)?.entry.parallel ?? 1));
   if (await store.batchIntake.accept(batch.id, concurrency, Date.now())) wake();
 }
 

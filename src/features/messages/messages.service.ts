@@ -16,7 +16,7 @@ import { toCountTokensChatRequest, toMessagesChatRequest } from "./messages.requ
  */
 function toolsItCanTake(ctx: AppContext, model: string, req: ChatRequest): ChatRequest {
   if (req.tools.length === 0 || req.toolChoice === "required" || typeof req.toolChoice === "object") return req;
-  const capabilities = (ctx.catalog.route(model)?.asModel ?? ctx.catalog.find(model))?.entry.capabilities;
+  const capabilities = ctx.catalog.named(model)?.entry.capabilities;
   if (!capabilities || capabilities.includes("tools")) return req;
   return { ...req, tools: [], toolChoice: "none" };
 }
