@@ -14,6 +14,9 @@ export interface Sample {
   heapTotal: number;
   /** Compiled code: it grows as paths are first run and optimised (warm-up), then levels off. */
   codeSpace: number;
+  /** The young generation V8 holds (it grows under allocation pressure, to a fixed ceiling) and the old one. */
+  newSpaceTotal: number;
+  oldSpaceTotal: number;
   external: number;
   heapAfterGc: number;
   rssAfterGc: number;
@@ -24,7 +27,7 @@ export interface Sample {
   rps: Record<string, number>;
 }
 
-export const sampleColumns = ["t", "replica", "pid", "rss", "heapUsed", "heapTotal", "codeSpace", "external", "heapAfterGc", "rssAfterGc", "loopP99Ms", "fds", "handles", "rps"] as const;
+export const sampleColumns = ["t", "replica", "pid", "rss", "heapUsed", "heapTotal", "codeSpace", "newSpaceTotal", "oldSpaceTotal", "external", "heapAfterGc", "rssAfterGc", "loopP99Ms", "fds", "handles", "rps"] as const;
 
 /** One series of a metric, by the exact label text (`space="code"`). */
 function series(text: string, name: string, labels: string): number {
@@ -106,6 +109,8 @@ export class Sampler {
       heapUsed: metric(text, "modelgate_nodejs_heap_size_used_bytes"),
       heapTotal: metric(text, "modelgate_nodejs_heap_size_total_bytes"),
       codeSpace: series(text, "modelgate_nodejs_heap_space_size_used_bytes", 'space="code"'),
+      newSpaceTotal: series(text, "modelgate_nodejs_heap_space_size_total_bytes", 'space="new"'),
+      oldSpaceTotal: series(text, "modelgate_nodejs_heap_space_size_total_bytes", 'space="old"'),
       external: metric(text, "modelgate_nodejs_external_memory_bytes"),
       heapAfterGc: metric(text, "modelgate_heap_used_after_major_gc_bytes"),
       rssAfterGc: metric(text, "modelgate_rss_after_major_gc_bytes"),
