@@ -1,7 +1,7 @@
 import { Type } from "@sinclair/typebox";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { AnthropicModel, AnthropicModelList, Model, ModelList, modelErrors } from "./models.schema.ts";
-import { listModels, retrieveModel, toAnthropicList, toAnthropicModel } from "./models.service.ts";
+import { listModelsJson, retrieveModel, toAnthropicModel } from "./models.service.ts";
 import { AppError } from "../../errors/app-error.ts";
 import { grantsEndpoint } from "../../auth/key-grants.ts";
 
@@ -12,13 +12,13 @@ export default async function modelsRoutes(app: FastifyInstance): Promise<void> 
   app.get(
     "/models",
     { schema: { operationId: "listModels", tags: ["models"], summary: "§4.1 the models this key may call (Anthropic's list shape when the request carries anthropic-version)", response: { 200: Type.Union([Type.Ref(ModelList), Type.Ref(AnthropicModelList)]), ...modelErrors } }, config: { endpoint: "models" } },
-    async (request) => {
+    async (request, reply) => {
       const auth = request.auth!;
-      if (!grantsEndpoint(auth, request.routeOptions.config.endpoint!, app.ctx.config.deployment)) {
+      if (!grantsEndpoint(auth, "models", app.ctx.config.deployment)) {
         throw new AppError("model_not_in_plan", { param: "model", message: "This key's plan does not include listing models." });
       }
-      const list = listModels(app.ctx, auth);
-      return speaksAnthropic(request) ? toAnthropicList(list) : list;
+      // The text of the list cached with it (a client polling /v1/models costs one lookup); a JSON string is sent as it is.
+      return reply.type("application/json; charset=utf-8").send(listModelsJson(app.ctx, auth, speaksAnthropic(request)));
     },
   );
 

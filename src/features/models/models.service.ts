@@ -34,18 +34,24 @@ function callable(ctx: AppContext, auth: AuthContext, model: ModelRunner | Model
  * The list per key, kept while both its auth context (cached per key for about a second, auth/api-key.plugin.ts) and the
  * catalog (a reload gives a new runner array) stay the same, so a client polling /v1/models costs one lookup.
  */
-const listed = new WeakMap<AuthContext, { runners: readonly ModelRunner[]; list: ModelList }>();
+const listed = new WeakMap<AuthContext, { runners: readonly ModelRunner[]; list: ModelList; text?: string; anthropicText?: string }>();
 
-/** §4.1: the models this key may call on this node. */
-export function listModels(ctx: AppContext, auth: AuthContext): ModelList {
+/** §4.1: the models this key may call on this node, as JSON text in OpenAI's shape or Anthropic's (serialized once per cached list). */
+export function listModelsJson(ctx: AppContext, auth: AuthContext, anthropic: boolean): string {
+  const cached = listing(ctx, auth);
+  if (anthropic) return (cached.anthropicText ??= JSON.stringify(toAnthropicList(cached.list)));
+  return (cached.text ??= JSON.stringify(cached.list));
+}
+
+function listing(ctx: AppContext, auth: AuthContext): { runners: readonly ModelRunner[]; list: ModelList; text?: string; anthropicText?: string } {
   const runners = ctx.catalog.list();
   const hit = listed.get(auth);
-  if (hit?.runners === runners) return hit.list;
+  if (hit?.runners === runners) return hit;
   const entries = runners.filter((runner) => callable(ctx, auth, runner)).map((runner) => toModel(ctx, runner));
   const routes = ctx.catalog.routeList().filter((route) => callable(ctx, auth, route)).map((route) => routeModel(ctx, route));
-  const list: ModelList = { object: "list", data: [...entries, ...routes] };
-  listed.set(auth, { runners, list });
-  return list;
+  const fresh = { runners, list: { object: "list", data: [...entries, ...routes] } satisfies ModelList };
+  listed.set(auth, fresh);
+  return fresh;
 }
 
 export function retrieveModel(ctx: AppContext, auth: AuthContext, id: string): Model {
@@ -63,7 +69,7 @@ export function toAnthropicModel(model: Model): AnthropicModel {
 }
 
 /** The list in Anthropic's shape: one page, every model on it. */
-export function toAnthropicList(list: ModelList): AnthropicModelList {
+function toAnthropicList(list: ModelList): AnthropicModelList {
   const data = list.data.map(toAnthropicModel);
   return { data, has_more: false, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };
 }

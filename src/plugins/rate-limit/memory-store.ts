@@ -80,15 +80,24 @@ export class MemoryStore implements RateLimitStore {
     return { count: w.count, resetMs: w.resetAt - now, allowed: w.count < limit };
   }
 
-  /** The bucket's open window (a new one when it has none or it ended), marked as the most recently used. */
+  /**
+   * The bucket's open window (a new one when it has none or it ended), marked as the most recently used. The order
+   * only matters once the map is full, so a used bucket is moved to the end only from half full on: below that, a
+   * hit is one lookup, not a delete and an insert (a bucket used since then is still newer than any that was not).
+   */
   private current(bucket: string, windowMs: number, now: number): Window {
     let w = this.windows.get(bucket);
-    this.windows.delete(bucket);
-    if (!w || w.resetAt <= now) {
-      w = { count: 0, resetAt: now + windowMs };
-      // Full: the least recently used bucket goes.
-      if (this.windows.size >= this.maxBuckets) this.windows.delete(this.windows.keys().next().value!);
+    if (w && w.resetAt > now) {
+      if (this.windows.size * 2 >= this.maxBuckets) {
+        this.windows.delete(bucket);
+        this.windows.set(bucket, w);
+      }
+      return w;
     }
+    this.windows.delete(bucket);
+    w = { count: 0, resetAt: now + windowMs };
+    // Full: the least recently used bucket goes.
+    if (this.windows.size >= this.maxBuckets) this.windows.delete(this.windows.keys().next().value!);
     this.windows.set(bucket, w);
     return w;
   }
