@@ -85,7 +85,7 @@ module.exports = {
     },
     layer("scheduler-layer", "scheduler", ["engines", "config", "errors"]),
     layer("catalog-layer", "catalog", ["scheduler", "engines", "config", "errors"]),
-    layer("metrics-layer", "metrics", ["scheduler", "config", "errors"]),
+    layer("metrics-layer", "metrics", ["scheduler", "workers", "config", "errors"]),
     layer("store-layer", "store", ["config", "errors"]),
     layer("keys-layer", "keys", ["store", "config", "errors"]),
     layer("http-layer", "http", ["config", "errors"], [], "http/ holds building blocks (SSE, TLS, request signal and body): config/ and errors/ only."),

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { execFileSync } from "node:child_process";
-import { WorkerPool, WorkerCrashedError, WorkerTaskError, workerExecArgv } from "../src/workers/worker-pool.ts";
+import { WorkerPool, WorkerCrashedError, WorkerTaskError, workerExecArgv, workerHeaps } from "../src/workers/worker-pool.ts";
 import { AppError } from "../src/errors/app-error.ts";
 
 const repo = path.resolve(import.meta.dirname, "..");
@@ -83,6 +83,27 @@ test("worker pool: init runs once per worker, calls reach exported functions, wo
   } finally {
     await pool.close();
   }
+});
+
+test("worker pool: the live workers' V8 heaps are summed for the metrics, and a closed pool's leave the sum", async (t) => {
+  // The pool's workers are unref'd and a heap reading is no handle either: a server's sockets keep its loop alive.
+  const keepAlive = setInterval(() => {}, 1000);
+  t.after(() => clearInterval(keepAlive));
+  const before = await workerHeaps();
+  const pool = new WorkerPool({ size: 2, taskModule, init: { tag: "H" } });
+  await pool.start();
+  let during: Awaited<ReturnType<typeof workerHeaps>>;
+  try {
+    await pool.call("echo", { value: 1 });
+    during = await workerHeaps();
+  } finally {
+    await pool.close();
+  }
+  assert.equal(during.workers - before.workers, 2);
+  // A worker's heap is a few MB at least (its isolate and the task module), used below total.
+  assert.ok(during.total - before.total > 1_000_000, `${during.total - before.total} bytes`);
+  assert.ok(during.used > 0 && during.used <= during.total);
+  assert.equal((await workerHeaps()).workers, before.workers);
 });
 
 test("worker pool: an AppError thrown in a worker is rethrown as AppError with code and param", async () => {

@@ -57,7 +57,7 @@ export function renderReport(r: ReportInput): string {
     chart("Heap used", "MB", per("heap", (s) => s.heapUsed / mb), r.windows, r.startedAt, r.endedAt),
     // 0 until a process's first major GC: no point.
     chart("Heap and RSS after the last major GC", "MB", [...per("heap after GC", (s) => s.heapAfterGc / mb || Number.NaN), ...per("RSS after GC", (s) => s.rssAfterGc / mb || Number.NaN)], r.windows, r.startedAt, r.endedAt),
-    chart("V8 heap held, and compiled code", "MB", [...per("heap total", (s) => s.heapTotal / mb || Number.NaN), ...per("code", (s) => s.codeSpace / mb || Number.NaN), ...per("young", (s) => s.newSpaceTotal / mb || Number.NaN), ...per("old", (s) => s.oldSpaceTotal / mb || Number.NaN)], r.windows, r.startedAt, r.endedAt),
+    chart("V8 heap held, and compiled code", "MB", [...per("heap total", (s) => s.heapTotal / mb || Number.NaN), ...per("code", (s) => s.codeSpace / mb || Number.NaN), ...per("young", (s) => s.newSpaceTotal / mb || Number.NaN), ...per("old", (s) => s.oldSpaceTotal / mb || Number.NaN), ...per("workers' heaps", (s) => s.workerHeapTotal / mb || Number.NaN)], r.windows, r.startedAt, r.endedAt),
     chart("External memory", "MB", per("external", (s) => s.external / mb), r.windows, r.startedAt, r.endedAt),
     chart("Event-loop delay p99", "ms", per("p99", (s) => s.loopP99Ms), r.windows, r.startedAt, r.endedAt),
     chart("Open file descriptors (/proc/PID/fd)", "fds", per("fds", (s) => s.fds), r.windows, r.startedAt, r.endedAt),

@@ -17,6 +17,9 @@ export interface Sample {
   /** The young generation V8 holds (it grows under allocation pressure, to a fixed ceiling) and the old one. */
   newSpaceTotal: number;
   oldSpaceTotal: number;
+  /** The worker threads' V8 heaps (ONNX, audio decoding), held and used: RSS has them, heapTotal does not. */
+  workerHeapTotal: number;
+  workerHeapUsed: number;
   external: number;
   heapAfterGc: number;
   rssAfterGc: number;
@@ -27,7 +30,7 @@ export interface Sample {
   rps: Record<string, number>;
 }
 
-export const sampleColumns = ["t", "replica", "pid", "rss", "heapUsed", "heapTotal", "codeSpace", "newSpaceTotal", "oldSpaceTotal", "external", "heapAfterGc", "rssAfterGc", "loopP99Ms", "fds", "handles", "rps"] as const;
+export const sampleColumns = ["t", "replica", "pid", "rss", "heapUsed", "heapTotal", "codeSpace", "newSpaceTotal", "oldSpaceTotal", "workerHeapTotal", "workerHeapUsed", "external", "heapAfterGc", "rssAfterGc", "loopP99Ms", "fds", "handles", "rps"] as const;
 
 /** One series of a metric, by the exact label text (`space="code"`). */
 function series(text: string, name: string, labels: string): number {
@@ -111,6 +114,8 @@ export class Sampler {
       codeSpace: series(text, "modelgate_nodejs_heap_space_size_used_bytes", 'space="code"'),
       newSpaceTotal: series(text, "modelgate_nodejs_heap_space_size_total_bytes", 'space="new"'),
       oldSpaceTotal: series(text, "modelgate_nodejs_heap_space_size_total_bytes", 'space="old"'),
+      workerHeapTotal: series(text, "modelgate_worker_heap_bytes", 'kind="total"'),
+      workerHeapUsed: series(text, "modelgate_worker_heap_bytes", 'kind="used"'),
       external: metric(text, "modelgate_nodejs_external_memory_bytes"),
       heapAfterGc: metric(text, "modelgate_heap_used_after_major_gc_bytes"),
       rssAfterGc: metric(text, "modelgate_rss_after_major_gc_bytes"),

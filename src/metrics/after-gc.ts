@@ -1,5 +1,6 @@
 import { constants, PerformanceObserver } from "node:perf_hooks";
 import { Gauge, type Registry } from "prom-client";
+import { workerHeaps } from "../workers/worker-pool.ts";
 
 /** Heap used and RSS read just after the last major (mark-sweep-compact) GC: the memory that is really held. */
 const afterMajorGc = { heapUsed: 0, rss: 0 };
@@ -38,6 +39,32 @@ export function registerAfterGcGauges(registry: Registry): void {
     registers: [registry],
     collect() {
       this.set(afterMajorGc.rss);
+    },
+  });
+}
+
+/**
+ * The worker threads' V8 heaps (ONNX inference, audio decoding): each thread has its own, which the process's heap
+ * metrics leave out while RSS holds them. Read at scrape time.
+ */
+export function registerWorkerHeapGauges(registry: Registry): void {
+  new Gauge({
+    name: "modelgate_worker_heap_bytes",
+    help: "V8 heap of the worker threads (all pools), summed: total (held from the system) or used",
+    labelNames: ["kind"],
+    registers: [registry],
+    async collect() {
+      const heaps = await workerHeaps();
+      this.set({ kind: "total" }, heaps.total);
+      this.set({ kind: "used" }, heaps.used);
+    },
+  });
+  new Gauge({
+    name: "modelgate_worker_threads",
+    help: "Worker threads alive (all pools)",
+    registers: [registry],
+    async collect() {
+      this.set((await workerHeaps()).workers);
     },
   });
 }

@@ -1,6 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Priority, RefusalReason, RunnerStats } from "../scheduler/runner-types.ts";
-import { registerAfterGcGauges } from "./after-gc.ts";
+import { registerAfterGcGauges, registerWorkerHeapGauges } from "./after-gc.ts";
 
 /** Seconds: from 5 ms to 10 min, for request durations and queue waits. */
 const durationBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
@@ -76,6 +76,7 @@ export class Metrics {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, prefix: "modelgate_" });
     registerAfterGcGauges(this.registry);
+    registerWorkerHeapGauges(this.registry);
     this.requests = new Counter({ name: "modelgate_requests_total", help: "Requests answered, by endpoint, model, status and §7 error code", labelNames: ["endpoint", "model", "status", "code"], registers });
     this.requestDuration = new Histogram({ name: "modelgate_request_duration_seconds", help: "Time from request to the last byte of the answer", labelNames: ["endpoint", "model"], buckets: durationBuckets, registers });
     this.ttft = new Histogram({ name: "modelgate_time_to_first_token_seconds", help: "Time from request to the first generated token", labelNames: ["model"], buckets: ttftBuckets, registers });

@@ -39,6 +39,29 @@ export interface CallOptions {
   onEvent?: (value: unknown) => void;
 }
 
+/**
+ * Every worker thread of every pool in this process while it lives, with its last heap reading (their V8 heaps are
+ * not in process.memoryUsage()).
+ */
+const liveWorkers = new Map<Worker, { total: number; used: number }>();
+/** A worker answers a reading between tasks: one busy longer than this counts with its last reading. */
+const heapReadingWaitMs = 250;
+
+async function readHeap(worker: Worker): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<null>((resolve) => (timer = setTimeout(resolve, heapReadingWaitMs, null)));
+  const stats = await Promise.race([worker.getHeapStatistics().catch(() => null), late]);
+  clearTimeout(timer);
+  if (stats && liveWorkers.has(worker)) liveWorkers.set(worker, { total: stats.total_heap_size, used: stats.used_heap_size });
+}
+
+/** The V8 heaps of this process's worker threads, summed: what they hold and what they use (metrics; issue 47). */
+export async function workerHeaps(): Promise<{ workers: number; total: number; used: number }> {
+  await Promise.all([...liveWorkers.keys()].map(readHeap));
+  const heaps = [...liveWorkers.values()];
+  return { workers: heaps.length, total: heaps.reduce((n, h) => n + h.total, 0), used: heaps.reduce((n, h) => n + h.used, 0) };
+}
+
 /** An error a task threw that is not an AppError; `code` is the worker-side error's code if it had one. */
 export class WorkerTaskError extends Error {
   readonly code: string | undefined;
@@ -276,6 +299,8 @@ export class WorkerPool {
         resourceLimits: this.opts.resourceLimits,
       });
       slot.worker = worker;
+      liveWorkers.set(worker, { total: 0, used: 0 });
+      worker.once("exit", () => liveWorkers.delete(worker));
       slot.ready = new Promise<void>((resolve, reject) => {
         let isReady = false;
         worker.on("message", (msg: FromWorker) => {
