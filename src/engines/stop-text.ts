@@ -48,11 +48,6 @@ export class StopTextFilter {
     return this.done;
   }
 
-  /** How much of the text was emitted: once stopped, where the stop string begins. */
-  get emittedLength(): number {
-    return this.emitted;
-  }
-
   /** Takes the whole decoded text so far; returns the new text that is safe to send (maybe ""). */
   push(text: string): string {
     if (this.done) return "";

@@ -4,7 +4,6 @@ import { AsyncQueue } from "../../workers/async-queue.ts";
 import type { ChatDelta, ChatRequest } from "../engine.ts";
 import type { GenerationPlan } from "./generation-plan.ts";
 import { sampleTokens } from "./token-sampler.ts";
-import { cachedPromptOf, plainChat, type PlainStops } from "./plain-chat.ts";
 
 export interface ChatRun {
   model: LlamaModel;
@@ -16,8 +15,6 @@ export interface ChatRun {
   /** The templated prompt, tokenized. */
   tokens: Token[];
   promptTokens: number;
-  /** Set when the answer is plain text (no tools, grammar, logprobs or thought segments): the lean loop's stops. */
-  plainStops: PlainStops | null;
   maxTokens: number;
   temperature: number;
   topP: number;
@@ -25,9 +22,8 @@ export interface ChatRun {
 }
 
 /**
- * One chat on a lent sequence: the token sampler for logprobs (it reads the model's distributions), the plain loop
- * for an answer that is only text, otherwise LlamaChat, whose chunks (text, thought segments, function-call
- * parameters) become our deltas as they come.
+ * One chat on a lent sequence: the token sampler for logprobs (it reads the model's distributions), otherwise
+ * LlamaChat, whose chunks (text, thought segments, function-call parameters) become our deltas as they come.
  */
 export async function* chatOnSequence(run: ChatRun): AsyncIterable<ChatDelta> {
   const { model, wrapper, sequence, req, plan, signal } = run;
@@ -46,18 +42,12 @@ export async function* chatOnSequence(run: ChatRun): AsyncIterable<ChatDelta> {
     });
     return;
   }
-  const seed = req.seed ?? randomInt(2 ** 31);
-  if (run.plainStops) {
-    const { model: m, sequence: s, tokens, plainStops: stops, maxTokens, temperature, topP } = run;
-    yield* plainChat({ model: m, sequence: s, tokens, stops, stop: req.stop, maxTokens, temperature, topP, seed, signal });
-    return;
-  }
   const stop = new AbortController();
   const onAbort = () => stop.abort(signal.reason);
   signal.addEventListener("abort", onAbort, { once: true });
   const startTokens = sequence.tokenMeter.usedOutputTokens;
   // What the sequence already holds of this prompt is not evaluated again (but its last token always is).
-  const cachedPromptTokens = cachedPromptOf(sequence, run.tokens);
+  const cachedPromptTokens = Math.max(0, Math.min(sequence.compareContextTokens(run.tokens).firstDifferentIndex, run.tokens.length - 1));
   const chat = new LlamaChat({ contextSequence: sequence, chatWrapper: plan.wrapper ?? wrapper });
   const queue = new AsyncQueue<ChatDelta>();
   let callIndex = -1;
@@ -71,7 +61,7 @@ export async function* chatOnSequence(run: ChatRun): AsyncIterable<ChatDelta> {
       topP: run.topP,
       topK: 0,
       // node-llama-cpp seeds an unseeded request with the current second: same-second requests would repeat.
-      seed,
+      seed: req.seed ?? randomInt(2 ** 31),
       customStopTriggers: req.stop.length > 0 ? req.stop : undefined,
       budgets: { thoughtTokens: Infinity },
       ...(plan.functions

@@ -37,7 +37,6 @@ import { PlainTextChatWrapper } from "./plain-chat-wrapper.ts";
 import { ReasoningChatWrapper } from "./forced-call-wrapper.ts";
 import { buildGenerationPlan, type GenerationPlan } from "./generation-plan.ts";
 import { chatOnSequence } from "./llama-chat.ts";
-import { plainStops, type PlainStops } from "./plain-chat.ts";
 import { Lockstep } from "./lockstep.ts";
 import { checkLogitBias, completionPrompt, runCompletion, tokenizeText, vocabularySize } from "./llama-completion.ts";
 
@@ -57,8 +56,6 @@ interface LlamaPreparedChat extends PreparedChat {
   plan: GenerationPlan;
   /** The templated prompt, tokenized. */
   tokens: Token[];
-  /** The plain loop's stops, when the answer is only text (src/engines/llama/plain-chat.ts). */
-  plainStops: PlainStops | null;
 }
 
 interface LlamaPreparedCompletion extends PreparedChat {
@@ -243,16 +240,14 @@ export class LlamaEngine implements Engine, ChatPort<LlamaPreparedChat>, Complet
     const plan = await buildGenerationPlan(req, { model, baseWrapper, history });
     // The logprobs loop, and a request without thinking, render with the model's own wrapper (no opened thought segment).
     const renderWith = plan.wrapper ?? (req.topLogprobs !== null || req.reasoning === false ? baseWrapper : wrapper);
-    const state = renderWith.generateContextState({
+    const { contextText } = renderWith.generateContextState({
       chatHistory: history,
       availableFunctions: plan.functions,
       documentFunctionParams: plan.functions ? true : undefined,
     });
-    const tokens = state.contextText.tokenize(model.tokenizer);
+    const tokens = contextText.tokenize(model.tokenizer);
     const promptTokens = tokens.length;
-    const onlyText = !plan.functions && !plan.grammar && !plan.wrapper && req.topLogprobs === null;
-    const plainStopsOf = onlyText ? plainStops(model, renderWith, state) : null;
-    return { promptTokens, maxTokens: fitCompletion(context.contextSize, promptTokens, req).budget, plan, tokens, plainStops: plainStopsOf };
+    return { promptTokens, maxTokens: fitCompletion(context.contextSize, promptTokens, req).budget, plan, tokens };
   }
 
   /** One run per delta: a token is decoded at a time. */
@@ -318,7 +313,7 @@ export class LlamaEngine implements Engine, ChatPort<LlamaPreparedChat>, Complet
     const wrapper = req.reasoning === false ? ready.baseWrapper : ready.wrapper;
     const temperature = req.temperature ?? this.entry.defaults.temperature ?? defaultTemperature;
     const topP = req.topP ?? this.entry.defaults.topP ?? defaultTopP;
-    return chatOnSequence({ model, wrapper, sequence, req, plan: prepared.plan, tokens: prepared.tokens, maxTokens: prepared.maxTokens, promptTokens: prepared.promptTokens, plainStops: prepared.plainStops, temperature, topP, signal });
+    return chatOnSequence({ model, wrapper, sequence, req, plan: prepared.plan, tokens: prepared.tokens, maxTokens: prepared.maxTokens, promptTokens: prepared.promptTokens, temperature, topP, signal });
   }
 
   /** Tokenizes and checks every input before capacity is taken (400 invalid_parameter naming `input[i]`). */
