@@ -25,6 +25,14 @@ const soakDir = import.meta.dirname;
 const outDir = path.join(soakDir, "out");
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** The tree the replicas start from, read before they start ("-dirty": with changes not committed). */
+const commit = (() => {
+  try {
+    return execFileSync("git", ["describe", "--always", "--dirty", "--abbrev=7"], { cwd: repoRoot, encoding: "utf8" }).trim();
+  } catch {
+    return "unknown";
+  }
+})();
 rmSync(outDir, { recursive: true, force: true });
 mkdirSync(path.join(outDir, "requests"), { recursive: true });
 const dir = tempDir("modelgate-soak-");
@@ -191,13 +199,6 @@ function revocationCheck(rs: RequestRecord[]): Check {
   return { name: "a key revoked in the console is refused on every replica within 2 s", pass: rounds > 0 && served === 0, detail: `${rounds} revocations; served after: ${served}` };
 }
 
-const commit = (() => {
-  try {
-    return execFileSync("git", ["rev-parse", "--short=7", "HEAD"], { cwd: repoRoot, encoding: "utf8" }).trim();
-  } catch {
-    return "unknown";
-  }
-})();
 const machine = `${hostname()}: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${(totalmem() / 2 ** 30).toFixed(1)} GB, Node ${process.version}, commit ${commit}`;
 const notes = [
   `${minutes} min of traffic (${records.length} requests recorded by the clients), then 70 s idle.`,
