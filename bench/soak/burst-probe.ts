@@ -11,6 +11,7 @@ import { testConfig } from "../../harness/config.ts";
 import { startCanned } from "../../harness/peers.ts";
 import { repoRoot, spawnServer, tempDir, trustingFetch } from "../../harness/server.ts";
 import { autocannon } from "../processes.ts";
+import { metric as bytesOf } from "./sampler.ts";
 const label = process.env.LABEL ?? "default";
 const env: Record<string, string> = JSON.parse(process.env.SERVER_ENV ?? "{}");
 const dir = tempDir("burst-");
@@ -20,7 +21,7 @@ const raw = { dataDir: dir, metrics: { token: "burst-metrics-token-Qm3vT8xLp2Rk7
 const g = await spawnServer(raw, dir, [], env, path.join(repoRoot, "dist/cli/run.js"));
 const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));
 const { fetch } = trustingFetch(readFileSync(path.join(dir, "tls/cert.pem"), "utf8"));
-const metric = (text: string, name: string) => Number(text.split("\n").find((l) => l.startsWith(name + " "))?.split(" ")[1] ?? NaN) / 1048576;
+const metric = (text: string, name: string) => bytesOf(text, name) / 1048576;
 const t0 = Date.now();
 async function sample(phase: string) {
   const text = await (await fetch(`${g.origin}/metrics`, { headers: { authorization: "Bearer burst-metrics-token-Qm3vT8xLp2Rk7sWz5nYc" } })).text();

@@ -40,7 +40,7 @@ function series(text: string, name: string, labels: string): number {
 }
 
 /** A metric's value (the sum over its series when it has labels), from Prometheus text. */
-function metric(text: string, name: string): number {
+export function metric(text: string, name: string): number {
   let sum = 0;
   for (const line of text.split("\n")) if (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) sum += Number(line.slice(line.lastIndexOf(" ") + 1));
   return sum;

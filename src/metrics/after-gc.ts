@@ -48,13 +48,16 @@ export function registerAfterGcGauges(registry: Registry): void {
  * metrics leave out while RSS holds them. Read at scrape time.
  */
 export function registerWorkerHeapGauges(registry: Registry): void {
+  // Both gauges are collected at once on a scrape: they share one reading of the workers.
+  let reading: ReturnType<typeof workerHeaps> | null = null;
+  const read = () => (reading ??= workerHeaps().finally(() => (reading = null)));
   new Gauge({
     name: "modelgate_worker_heap_bytes",
     help: "V8 heap of the worker threads (all pools), summed: total (held from the system) or used",
     labelNames: ["kind"],
     registers: [registry],
     async collect() {
-      const heaps = await workerHeaps();
+      const heaps = await read();
       this.set({ kind: "total" }, heaps.total);
       this.set({ kind: "used" }, heaps.used);
     },
@@ -64,7 +67,7 @@ export function registerWorkerHeapGauges(registry: Registry): void {
     help: "Worker threads alive (all pools)",
     registers: [registry],
     async collect() {
-      this.set((await workerHeaps()).workers);
+      this.set((await read()).workers);
     },
   });
 }

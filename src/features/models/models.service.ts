@@ -30,11 +30,18 @@ function callable(ctx: AppContext, auth: AuthContext, model: ModelRunner | Model
   return inferenceEndpoints.some((endpoint) => caps.includes(endpoint) && grantsEndpoint(auth, endpoint, ctx.config.deployment));
 }
 
+interface Listing {
+  runners: readonly ModelRunner[];
+  list: ModelList;
+  /** The list's JSON, in OpenAI's shape and in Anthropic's, made on first use. */
+  text?: string;
+  anthropicText?: string;
+}
 /**
  * The list per key, kept while both its auth context (cached per key for about a second, auth/api-key.plugin.ts) and the
  * catalog (a reload gives a new runner array) stay the same, so a client polling /v1/models costs one lookup.
  */
-const listed = new WeakMap<AuthContext, { runners: readonly ModelRunner[]; list: ModelList; text?: string; anthropicText?: string }>();
+const listed = new WeakMap<AuthContext, Listing>();
 
 /** §4.1: the models this key may call on this node, as JSON text in OpenAI's shape or Anthropic's (serialized once per cached list). */
 export function listModelsJson(ctx: AppContext, auth: AuthContext, anthropic: boolean): string {
@@ -43,13 +50,13 @@ export function listModelsJson(ctx: AppContext, auth: AuthContext, anthropic: bo
   return (cached.text ??= JSON.stringify(cached.list));
 }
 
-function listing(ctx: AppContext, auth: AuthContext): { runners: readonly ModelRunner[]; list: ModelList; text?: string; anthropicText?: string } {
+function listing(ctx: AppContext, auth: AuthContext): Listing {
   const runners = ctx.catalog.list();
   const hit = listed.get(auth);
   if (hit?.runners === runners) return hit;
   const entries = runners.filter((runner) => callable(ctx, auth, runner)).map((runner) => toModel(ctx, runner));
   const routes = ctx.catalog.routeList().filter((route) => callable(ctx, auth, route)).map((route) => routeModel(ctx, route));
-  const fresh = { runners, list: { object: "list", data: [...entries, ...routes] } satisfies ModelList };
+  const fresh: Listing = { runners, list: { object: "list", data: [...entries, ...routes] } };
   listed.set(auth, fresh);
   return fresh;
 }
