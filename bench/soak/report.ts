@@ -53,7 +53,7 @@ export function renderReport(r: ReportInput): string {
   const statuses = [...new Set(r.samples.flatMap((s) => Object.keys(s.rps)))].sort();
   const rpsSeries = statuses.map((status) => ({ label: `${status}/s (both)`, points: r.samples.filter((s) => s.replica === replicas[0]).map((s) => ({ t: s.t, y: r.samples.filter((o) => Math.abs(o.t - s.t) < 5000).reduce((sum, o) => sum + (o.rps[status] ?? 0), 0) })) }));
   const charts = [
-    chart("RSS", "MB", per("RSS", (s) => s.rss / mb), r.windows, r.startedAt, r.endedAt),
+    chart("RSS", "MB", [...per("RSS", (s) => s.rss / mb), ...per("anonymous", (s) => s.rssAnon / mb), ...per("file-backed", (s) => s.rssFile / mb)], r.windows, r.startedAt, r.endedAt),
     chart("Heap used", "MB", per("heap", (s) => s.heapUsed / mb), r.windows, r.startedAt, r.endedAt),
     // 0 until a process's first major GC: no point.
     chart("Heap and RSS after the last major GC", "MB", [...per("heap after GC", (s) => s.heapAfterGc / mb || Number.NaN), ...per("RSS after GC", (s) => s.rssAfterGc / mb || Number.NaN)], r.windows, r.startedAt, r.endedAt),

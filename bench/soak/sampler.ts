@@ -1,4 +1,4 @@
-import { appendFileSync, readdirSync, writeFileSync } from "node:fs";
+import { appendFileSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { Agent } from "undici";
 import type { Topology } from "./topology.ts";
 import { metricsToken } from "./topology.ts";
@@ -9,6 +9,9 @@ export interface Sample {
   replica: number;
   pid: number;
   rss: number;
+  /** RSS split as the kernel counts it (/proc/PID/status): anonymous memory (heaps, allocator, JIT code) and mapped files (model weights, libraries), whose pages come and go with the page cache. */
+  rssAnon: number;
+  rssFile: number;
   heapUsed: number;
   /** What V8 holds from the system for its heap, used or not: RSS that moves with it is V8's, not the allocator's. */
   heapTotal: number;
@@ -30,7 +33,7 @@ export interface Sample {
   rps: Record<string, number>;
 }
 
-export const sampleColumns = ["t", "replica", "pid", "rss", "heapUsed", "heapTotal", "codeSpace", "newSpaceTotal", "oldSpaceTotal", "workerHeapTotal", "workerHeapUsed", "external", "heapAfterGc", "rssAfterGc", "loopP99Ms", "fds", "handles", "rps"] as const;
+export const sampleColumns = ["t", "replica", "pid", "rss", "rssAnon", "rssFile", "heapUsed", "heapTotal", "codeSpace", "newSpaceTotal", "oldSpaceTotal", "workerHeapTotal", "workerHeapUsed", "external", "heapAfterGc", "rssAfterGc", "loopP99Ms", "fds", "handles", "rps"] as const;
 
 /** One series of a metric, by the exact label text (`space="code"`). */
 function series(text: string, name: string, labels: string): number {
@@ -54,6 +57,16 @@ function requestsByStatus(text: string): Record<string, number> {
     counts[status] = (counts[status] ?? 0) + Number(line.slice(line.lastIndexOf(" ") + 1));
   }
   return counts;
+}
+
+/** A /proc/PID/status field in bytes (its unit is kB). */
+function statusBytes(pid: number, field: string): number {
+  try {
+    const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith(`${field}:`));
+    return line ? Number.parseInt(line.slice(field.length + 1), 10) * 1024 : Number.NaN;
+  } catch {
+    return Number.NaN;
+  }
 }
 
 function openFds(pid: number): number {
@@ -109,6 +122,8 @@ export class Sampler {
       replica,
       pid,
       rss: metric(text, "modelgate_process_resident_memory_bytes"),
+      rssAnon: statusBytes(pid, "RssAnon"),
+      rssFile: statusBytes(pid, "RssFile"),
       heapUsed: metric(text, "modelgate_nodejs_heap_size_used_bytes"),
       heapTotal: metric(text, "modelgate_nodejs_heap_size_total_bytes"),
       codeSpace: series(text, "modelgate_nodejs_heap_space_size_used_bytes", 'space="code"'),
