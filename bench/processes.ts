@@ -36,10 +36,12 @@ export interface Load {
 }
 
 /** autocannon in its own process: `connections` keep-alive connections POSTing `body` (or GETting, without one) for `seconds`. */
-export async function autocannon(options: { url: string; body?: string; key?: string; connections?: number; seconds: number }): Promise<Load> {
+export async function autocannon(options: { url: string; body?: string; key?: string; connections?: number; seconds: number; rate?: number }): Promise<Load> {
   const auth = options.key ? ["-H", `authorization=Bearer ${options.key}`] : [];
   const request = options.body === undefined ? ["-m", "GET"] : ["-m", "POST", "-H", "content-type=application/json", "-b", options.body];
-  const args = ["-c", String(options.connections ?? 16), "-d", String(options.seconds), ...request, ...auth, "-j", options.url];
+  // `rate`: at most this many requests a second in all (autocannon's --overallRate), instead of as fast as answered.
+  const rate = options.rate === undefined ? [] : ["--overallRate", String(options.rate)];
+  const args = ["-c", String(options.connections ?? 16), "-d", String(options.seconds), ...rate, ...request, ...auth, "-j", options.url];
   const out = await runNode([path.join(root, "node_modules/autocannon/autocannon.js"), ...args]);
   const r = JSON.parse(out) as { requests: { average: number }; latency: { p50: number; p99: number }; non2xx: number; errors: number };
   return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, failed: r.non2xx + r.errors };

@@ -135,7 +135,8 @@ export interface SpawnedServer {
 
 /**
  * Writes a YAML config and starts `modelgate serve` as a separate process; resolves at its `listening` line.
- * `entry` is the CLI script: the sources through tsx by default, or a compiled build's dist/cli/run.js.
+ * `entry` is the CLI script: the sources through tsx by default, or a compiled build's dist/cli/run.js; `nodeArgs` go
+ * before it (V8 flags that NODE_OPTIONS refuses, such as --no-memory-reducer).
  */
 export async function spawnServer(
   rawConfig: Record<string, unknown>,
@@ -143,10 +144,11 @@ export async function spawnServer(
   extraArgs: string[] = [],
   env: NodeJS.ProcessEnv = {},
   entry = cliPath,
+  nodeArgs: string[] = [],
 ): Promise<SpawnedServer> {
   const configFile = path.join(dir, `config-${Math.random().toString(36).slice(2)}.yaml`);
   writeFileSync(configFile, YAML.stringify(rawConfig));
-  const child = spawn(process.execPath, [entry, "serve", "--config", configFile, "--port", "0", ...extraArgs], {
+  const child = spawn(process.execPath, [...nodeArgs, entry, "serve", "--config", configFile, "--port", "0", ...extraArgs], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -36,7 +36,7 @@ export interface Sample {
 export const sampleColumns = ["t", "replica", "pid", "rss", "rssAnon", "rssFile", "heapUsed", "heapTotal", "codeSpace", "newSpaceTotal", "oldSpaceTotal", "workerHeapTotal", "workerHeapUsed", "external", "heapAfterGc", "rssAfterGc", "loopP99Ms", "fds", "handles", "rps"] as const;
 
 /** One series of a metric, by the exact label text (`space="code"`). */
-function series(text: string, name: string, labels: string): number {
+export function series(text: string, name: string, labels: string): number {
   const prefix = `${name}{${labels}}`;
   const line = text.split("\n").find((l) => l.startsWith(prefix));
   return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : Number.NaN;
@@ -59,14 +59,17 @@ function requestsByStatus(text: string): Record<string, number> {
   return counts;
 }
 
-/** A /proc/PID/status field in bytes (its unit is kB). */
-function statusBytes(pid: number, field: string): number {
+/** RSS split as /proc/PID/status gives it (in kB there), in bytes; NaN where it cannot be read. */
+function rssSplit(pid: number): { rssAnon: number; rssFile: number } {
+  let status = "";
   try {
-    const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith(`${field}:`));
-    return line ? Number.parseInt(line.slice(field.length + 1), 10) * 1024 : Number.NaN;
-  } catch {
-    return Number.NaN;
-  }
+    status = readFileSync(`/proc/${pid}/status`, "utf8");
+  } catch {}
+  const field = (name: string) => {
+    const match = new RegExp(`^${name}:\\s+(\\d+) kB$`, "m").exec(status);
+    return match ? Number(match[1]) * 1024 : Number.NaN;
+  };
+  return { rssAnon: field("RssAnon"), rssFile: field("RssFile") };
 }
 
 function openFds(pid: number): number {
@@ -122,8 +125,7 @@ export class Sampler {
       replica,
       pid,
       rss: metric(text, "modelgate_process_resident_memory_bytes"),
-      rssAnon: statusBytes(pid, "RssAnon"),
-      rssFile: statusBytes(pid, "RssFile"),
+      ...rssSplit(pid),
       heapUsed: metric(text, "modelgate_nodejs_heap_size_used_bytes"),
       heapTotal: metric(text, "modelgate_nodejs_heap_size_total_bytes"),
       codeSpace: series(text, "modelgate_nodejs_heap_space_size_used_bytes", 'space="code"'),
