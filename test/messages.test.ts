@@ -92,6 +92,10 @@ test("issue 44.1 messages.stream (@anthropic-ai/sdk): finalMessage() matches the
   assert.ok(final.usage.output_tokens > 0);
 });
 
+// A forced call sampled at random may run past max_tokens before its JSON closes; greedy decoding does not. (temperature is
+// Anthropic's parameter, though this SDK's types no longer list it.)
+const greedy = { temperature: 0 };
+
 const weather = {
   name: "get_weather",
   description: "Current weather for a city",
@@ -100,7 +104,7 @@ const weather = {
 };
 
 test("issue 44.1 tools (@anthropic-ai/sdk): a forced call is a tool_use block with a parsed input, and its tool_result comes back into the prompt", async () => {
-  const first = await client.messages.create({ model: "tools", max_tokens: 60, tools: [weather], tool_choice: { type: "tool", name: "get_weather" }, messages: [{ role: "user", content: "Weather in Paris?" }] });
+  const first = await client.messages.create({ model: "tools", max_tokens: 60, ...greedy, tools: [weather], tool_choice: { type: "tool", name: "get_weather" }, messages: [{ role: "user", content: "Weather in Paris?" }] });
   assert.equal(first.stop_reason, "tool_use");
   const call = first.content.find((b) => b.type === "tool_use");
   assert.ok(call && call.type === "tool_use", JSON.stringify(first.content));
@@ -119,7 +123,7 @@ test("issue 44.1 tools (@anthropic-ai/sdk): a forced call is a tool_use block wi
   const alone = await client.messages.countTokens({ model: "tools", tools: [weather], tool_choice: { type: "none" }, messages: [{ role: "user", content: "Weather in Paris?" }] });
   assert.ok(counted.input_tokens > alone.input_tokens + 10, "the call and its result are in the prompt");
 
-  const stream = await post("/v1/messages", { model: "tools", max_tokens: 60, stream: true, tools: [weather], tool_choice: { type: "any" }, messages: [{ role: "user", content: "Weather in Paris?" }] });
+  const stream = await post("/v1/messages", { model: "tools", max_tokens: 60, temperature: 0, stream: true, tools: [weather], tool_choice: { type: "any" }, messages: [{ role: "user", content: "Weather in Paris?" }] });
   const events = parseNamedSse(await stream.text()).filter((e) => e.type !== "ping");
   const start = events.find((e) => e.type === "content_block_start" && e.content_block.type === "tool_use")!;
   assert.equal(start.content_block.name, "get_weather");
@@ -354,7 +358,7 @@ test("issue 44.1 a model without tools answers Claude Code's requests (its tools
 
 test("issue 44.1 a tool's input_schema guides the call unless strict: keywords the grammar cannot enforce are dropped, and refused naming them with strict: true", async () => {
   const bounded = { name: "set_volume", input_schema: { type: "object" as const, properties: { level: { type: "integer", minimum: 0, maximum: 10 }, unit: { type: "string", pattern: "^db$" } }, required: ["level"] } };
-  const call = await client.messages.create({ model: "tools", max_tokens: 100, tools: [bounded], tool_choice: { type: "tool", name: "set_volume" }, messages: [{ role: "user", content: "Louder" }] });
+  const call = await client.messages.create({ model: "tools", max_tokens: 100, ...greedy, tools: [bounded], tool_choice: { type: "tool", name: "set_volume" }, messages: [{ role: "user", content: "Louder" }] });
   const use = call.content.find((b) => b.type === "tool_use");
   assert.ok(use && use.type === "tool_use" && Number.isInteger((use.input as { level: number }).level), JSON.stringify(call.content));
   const strict = await post("/v1/messages/count_tokens", { model: "tools", tools: [{ ...bounded, strict: true }], tool_choice: { type: "any" }, messages: [{ role: "user", content: "Louder" }] });

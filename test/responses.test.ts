@@ -111,7 +111,7 @@ const weather = {
 };
 
 test("responses: a function-tool round trip (function_call item out, function_call_output in), stream and non-stream", async () => {
-  const first = await client.responses.create({ model: "tools", input: "Weather in Paris?", tools: [weather], tool_choice: { type: "function", name: "get_weather" }, max_output_tokens: 60 });
+  const first = await client.responses.create({ model: "tools", input: "Weather in Paris?", tools: [weather], tool_choice: { type: "function", name: "get_weather" }, temperature: 0, max_output_tokens: 60 });
   const call = first.output.find((item) => item.type === "function_call");
   assert.ok(call && call.type === "function_call", JSON.stringify(first.output));
   assert.equal(call.name, "get_weather");
@@ -133,7 +133,7 @@ test("responses: a function-tool round trip (function_call item out, function_ca
   const alone = await client.responses.create({ model: "tools", input: "Weather in Paris?", tools: [weather], tool_choice: "none", max_output_tokens: 1 });
   assert.ok(second.usage!.input_tokens > alone.usage!.input_tokens + 10, "the call and its output are in the prompt");
 
-  const res = await post({ model: "tools", input: "Weather in Paris?", tools: [weather], tool_choice: "required", max_output_tokens: 60, stream: true });
+  const res = await post({ model: "tools", input: "Weather in Paris?", tools: [weather], tool_choice: "required", max_output_tokens: 60, temperature: 0, stream: true });
   const events = parseNamedSse(await res.text());
   const added = events.find((e) => e.type === "response.output_item.added" && e.item.type === "function_call")!;
   assert.equal(added.item.name, "get_weather");
