@@ -63,12 +63,12 @@ const settleMs = 60_000;
 const shortestStretchMs = 60_000;
 
 /**
- * No leak: RSS and heap after the last major GC, over the last `windowMs` of the traffic, rise less than 1 MB per
- * 10 minutes, for each replica process that lived through most of that window (after its warm-up). A fault or the
- * batch raises memory in one step (a replica failing over takes the other's traffic; heap and the allocator keep
- * their high-water mark, and give it back once idle), which is not a leak, while a leak rises between faults too:
- * the slope is the mean of the slopes of the stretches free of faults (each from `settleMs` after one ends until the
- * next begins), weighted by their length.
+ * No leak: RSS and heap just after a full GC (forced by the sampler, so that each reading is taken in the same state:
+ * decision 0044), over the last `windowMs` of the traffic, rise less than 1 MB per 10 minutes, for each replica process
+ * that lived through most of that window (after its warm-up). A fault or the batch raises memory in one step (a
+ * replica failing over takes the other's traffic; the allocator keeps its high-water mark), which is not a leak, while
+ * a leak rises between faults too: the slope is the mean of the slopes of the stretches free of faults (each from
+ * `settleMs` after one ends until the next begins), weighted by their length.
  */
 export function leakChecks(samples: Sample[], trafficEnd: number, windowMs: number, windowLabel: string, transients: { start: number; end: number }[]): Check[] {
   const from = trafficEnd - windowMs;
@@ -77,7 +77,7 @@ export function leakChecks(samples: Sample[], trafficEnd: number, windowMs: numb
   for (const pid of new Set(samples.map((s) => s.pid))) {
     const born = samples.find((s) => s.pid === pid)!.t;
     const warm = born < samples[0]!.t + 5_000 ? born : born + warmUpMs;
-    const own = samples.filter((s) => s.pid === pid && s.t >= Math.max(from, warm) && s.t <= trafficEnd && s.heapAfterGc > 0);
+    const own = samples.filter((s) => s.pid === pid && s.t >= Math.max(from, warm) && s.t <= trafficEnd && Number.isFinite(s.heapAfterFullGc) && Number.isFinite(s.rssAfterFullGc));
     const replica = samples.find((s) => s.pid === pid)!.replica;
     const covered = own.length > 0 ? own.at(-1)!.t - own[0]!.t : 0;
     if (covered < windowMs / 2) continue;
@@ -91,14 +91,14 @@ export function leakChecks(samples: Sample[], trafficEnd: number, windowMs: numb
     if (current.length > 0) stretches.push(current);
     const usable = stretches.filter((st) => st.length >= 3 && st.at(-1)!.t - st[0]!.t >= shortestStretchMs);
     const span = usable.reduce((n, st) => n + (st.at(-1)!.t - st[0]!.t), 0);
-    for (const field of ["heapAfterGc", "rssAfterGc"] as const) {
+    for (const field of ["heapAfterFullGc", "rssAfterFullGc"] as const) {
       const weighted = usable.reduce((n, st) => n + slopePerSecond(st.map((x) => ({ t: x.t, y: x[field] }))) * (st.at(-1)!.t - st[0]!.t), 0);
       const perTen = span > 0 ? ((weighted / span) * 600) / mb : Number.NaN;
       // 1 MB per 10 min cannot be told from a GC's noise in less than 10 minutes: a shorter span may rise 1 MB in all.
       const rise = (perTen * span) / 600_000;
       const pass = span >= 600_000 ? perTen < 1 : rise < 1;
       checks.push({
-        name: `no leak: replica ${replica} (pid ${pid}) ${field === "heapAfterGc" ? "heap" : "RSS"} after major GC, ${windowLabel}`,
+        name: `no leak: replica ${replica} (pid ${pid}) ${field === "heapAfterFullGc" ? "heap" : "RSS"} after a full GC, ${windowLabel}`,
         pass,
         detail: `${perTen.toFixed(2)} MB per 10 min (${rise.toFixed(2)} MB in all) over ${usable.length} fault-free stretches (${(span / 60_000).toFixed(1)} min, ${usable.reduce((n, st) => n + st.length, 0)} samples; limit < 1 MB per 10 min${span < 600_000 ? ", < 1 MB in all under 10 min" : ""})`,
       });

@@ -1,7 +1,9 @@
 import { appendFileSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { Agent } from "undici";
 import type { Topology } from "./topology.ts";
+import type { SpawnedServer } from "../../harness/server.ts";
 import { metricsToken } from "./topology.ts";
+import { afterFullGc, inspectorUrl } from "../../harness/full-gc.ts";
 
 /** One replica's sample: memory, event loop, descriptors and handles, and its answers per second by status since the last. */
 export interface Sample {
@@ -26,6 +28,9 @@ export interface Sample {
   external: number;
   heapAfterGc: number;
   rssAfterGc: number;
+  /** Heap used and RSS just after a full GC the sampler forced (every `fullGcEvery`-th sample; NaN on the others): the leak readings. */
+  heapAfterFullGc: number;
+  rssAfterFullGc: number;
   loopP99Ms: number;
   fds: number;
   handles: number;
@@ -33,7 +38,7 @@ export interface Sample {
   rps: Record<string, number>;
 }
 
-export const sampleColumns = ["t", "replica", "pid", "rss", "rssAnon", "rssFile", "heapUsed", "heapTotal", "codeSpace", "newSpaceTotal", "oldSpaceTotal", "workerHeapTotal", "workerHeapUsed", "external", "heapAfterGc", "rssAfterGc", "loopP99Ms", "fds", "handles", "rps"] as const;
+export const sampleColumns = ["t", "replica", "pid", "rss", "rssAnon", "rssFile", "heapUsed", "heapTotal", "codeSpace", "newSpaceTotal", "oldSpaceTotal", "workerHeapTotal", "workerHeapUsed", "external", "heapAfterGc", "rssAfterGc", "heapAfterFullGc", "rssAfterFullGc", "loopP99Ms", "fds", "handles", "rps"] as const;
 
 /** One series of a metric, by the exact label text (`space="code"`). */
 export function series(text: string, name: string, labels: string): number {
@@ -80,9 +85,13 @@ function openFds(pid: number): number {
   }
 }
 
-/** Samples every replica every `everyMs` through its own /metrics (the metrics token), into `csvFile`. */
+/**
+ * Samples every replica every `everyMs` through its own /metrics (the metrics token), into `csvFile`; every
+ * `fullGcEvery`-th time it also forces a full GC in each through its inspector and reads heap and RSS just after.
+ */
 export class Sampler {
   readonly samples: Sample[] = [];
+  private rounds = 0;
   private readonly last = new Map<number, { t: number; counts: Record<string, number> }>();
   private readonly agent: Agent;
   private timer: NodeJS.Timeout | null = null;
@@ -91,6 +100,7 @@ export class Sampler {
     private readonly topology: Topology,
     private readonly csvFile: string,
     ca: string,
+    private readonly fullGcEvery = 3,
   ) {
     this.agent = new Agent({ connect: { ca } });
     writeFileSync(csvFile, sampleColumns.join(",") + "\n");
@@ -108,12 +118,16 @@ export class Sampler {
   }
 
   async sampleAll(): Promise<void> {
-    await Promise.all(this.topology.replicas.map((replica, index) => this.sampleOne(index, replica.origin, replica.child.pid!).catch(() => {})));
+    const fullGc = this.rounds++ % this.fullGcEvery === 0;
+    await Promise.all(this.topology.replicas.map((replica, index) => this.sampleOne(index, replica, fullGc).catch(() => {})));
   }
 
-  private async sampleOne(replica: number, origin: string, pid: number): Promise<void> {
-    const res = await fetch(`${origin}/metrics`, { headers: { authorization: `Bearer ${metricsToken}` }, dispatcher: this.agent } as RequestInit);
+  private async sampleOne(replica: number, server: SpawnedServer, fullGc: boolean): Promise<void> {
+    const pid = server.child.pid!;
+    const res = await fetch(`${server.origin}/metrics`, { headers: { authorization: `Bearer ${metricsToken}` }, dispatcher: this.agent } as RequestInit);
     const text = await res.text();
+    // After the scrape, so that the ordinary readings are the process as it runs.
+    const reading = fullGc ? await afterFullGc(inspectorUrl(server.stderr), pid).catch(() => null) : null;
     const t = Date.now();
     const counts = requestsByStatus(text);
     const before = this.last.get(pid);
@@ -136,6 +150,8 @@ export class Sampler {
       external: metric(text, "modelgate_nodejs_external_memory_bytes"),
       heapAfterGc: metric(text, "modelgate_heap_used_after_major_gc_bytes"),
       rssAfterGc: metric(text, "modelgate_rss_after_major_gc_bytes"),
+      heapAfterFullGc: reading?.heap ?? Number.NaN,
+      rssAfterFullGc: reading?.rss ?? Number.NaN,
       loopP99Ms: metric(text, "modelgate_nodejs_eventloop_lag_p99_seconds") * 1000,
       fds: openFds(pid),
       handles: metric(text, "modelgate_nodejs_active_handles_total"),

@@ -6,6 +6,7 @@ import { startLlamaServer, type LlamaServer } from "../../harness/llama-server.t
 import { startCanned, startListening, type Peer } from "../../harness/peers.ts";
 import { freshPostgresBehindProxy, redisTestUrl } from "../../harness/keys.ts";
 import { modelsDir, spawnServer, type SpawnedServer } from "../../harness/server.ts";
+import { inspectFlag } from "../../harness/full-gc.ts";
 import { TcpProxy } from "../../harness/tcp-proxy.ts";
 import { Balancer } from "../../harness/balancer.ts";
 
@@ -92,7 +93,9 @@ export async function startTopology(dir: string): Promise<Topology> {
   };
   const replicas: SpawnedServer[] = [];
   // One at a time: the first migrates the fresh database.
-  for (let i = 0; i < 2; i++) replicas.push(await spawnServer(raw, dir));
+  // Each with its inspector on loopback: the sampler forces a full GC through it before reading memory (full-gc.ts).
+  const spawnReplica = () => spawnServer(raw, dir, [], {}, undefined, [inspectFlag]);
+  for (let i = 0; i < 2; i++) replicas.push(await spawnReplica());
   const portOf = (r: SpawnedServer) => Number(new URL(r.origin).port);
   const balancer = await Balancer.start(replicas.map(portOf));
   const caFile = path.join(raw.dataDir as string, "tls", "cert.pem");
@@ -120,7 +123,7 @@ export async function startTopology(dir: string): Promise<Topology> {
       replicas[index]!.child.kill("SIGKILL");
     },
     async restartReplica(index) {
-      replicas[index] = await spawnServer(raw, dir);
+      replicas[index] = await spawnReplica();
       balancer.replace(index, portOf(replicas[index]!));
     },
     reload(nextPlans) {

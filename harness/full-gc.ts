@@ -1,0 +1,67 @@
+import { readFileSync } from "node:fs";
+
+/** The node flag that lets `afterFullGc` reach a child: its inspector, on loopback, at a port the kernel picks. */
+export const inspectFlag = "--inspect=127.0.0.1:0";
+
+/** The debugger address a process started with `inspectFlag` printed on stderr ("Debugger listening on ws://…"). */
+export function inspectorUrl(stderr: readonly string[]): string {
+  const match = /Debugger listening on (ws:\/\/\S+)/.exec(stderr.join(""));
+  if (!match) throw new Error("the process printed no inspector address: start it with " + inspectFlag);
+  return match[1]!;
+}
+
+export interface FullGcReading {
+  /** V8 heap used just after the collection: what the process really holds in JS. */
+  heap: number;
+  /** Resident set size just after it (/proc/PID/status VmRSS). */
+  rss: number;
+  /** How long the process was paused for it, as seen from here. */
+  pauseMs: number;
+}
+
+function vmRss(pid: number): number {
+  const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return match ? Number(match[1]) * 1024 : Number.NaN;
+}
+
+/**
+ * A full garbage collection forced in another process through its inspector (HeapProfiler.collectGarbage: V8 collects
+ * all it can, compacts, and shrinks the young generation), then its heap used and RSS read at once. Read this way,
+ * every reading is taken in the same state, which V8's own major GCs are not (issue 47: only some of them shrink the
+ * young generation, by up to 30 MB of RSS).
+ */
+export async function afterFullGc(url: string, pid: number, timeoutMs = 10_000): Promise<FullGcReading> {
+  const socket = new WebSocket(url);
+  const pending = new Map<number, (result: unknown) => void>();
+  let nextId = 1;
+  const failed = new Promise<never>((_, reject) => {
+    socket.addEventListener("error", () => reject(new Error(`inspector ${url} unreachable`)));
+    socket.addEventListener("close", () => reject(new Error(`inspector ${url} closed`)));
+    setTimeout(() => reject(new Error(`inspector ${url} did not answer in ${timeoutMs} ms`)), timeoutMs).unref();
+  });
+  failed.catch(() => {});
+  socket.addEventListener("message", (event) => {
+    const message = JSON.parse(String(event.data)) as { id?: number; result?: unknown };
+    if (message.id !== undefined) pending.get(message.id)?.(message.result);
+  });
+  const call = <T>(method: string) =>
+    Promise.race([
+      failed,
+      new Promise<T>((resolve) => {
+        const id = nextId++;
+        pending.set(id, resolve as (result: unknown) => void);
+        socket.send(JSON.stringify({ id, method }));
+      }),
+    ]);
+  try {
+    await Promise.race([failed, new Promise((resolve) => socket.addEventListener("open", resolve))]);
+    const started = performance.now();
+    await call("HeapProfiler.collectGarbage");
+    const rss = vmRss(pid);
+    const pauseMs = performance.now() - started;
+    const usage = await call<{ usedSize: number }>("Runtime.getHeapUsage");
+    return { heap: usage.usedSize, rss, pauseMs };
+  } finally {
+    socket.close();
+  }
+}
