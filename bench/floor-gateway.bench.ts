@@ -1,10 +1,9 @@
-import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { createKey } from "../harness/keys.ts";
 import { testConfig } from "../harness/config.ts";
 import { startCanned } from "../harness/peers.ts";
-import { cliPath, repoRoot, spawnServer, tempDir, trustingFetch } from "../harness/server.ts";
+import { cliPath, compiledCliPath, spawnServer, tempDir, trustingFetch } from "../harness/server.ts";
 import { ratioRow, type BenchRow } from "./bench-row.ts";
 import { autocannon, cpuMs, runNode, startPeer } from "./processes.ts";
 
@@ -37,7 +36,7 @@ export default async function floorGatewayBench(): Promise<BenchRow[]> {
     defaultPlan: "bench",
     models: [{ id: "canned", engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `http://127.0.0.1:${canned.port}/v1`, model: "canned", maxInFlight: 256 }] }],
   };
-  const gateway = await spawnServer(raw, dir, [], {}, process.env.BENCH_TSX ? cliPath : builtEntry());
+  const gateway = await spawnServer(raw, dir, [], {}, process.env.BENCH_TSX ? cliPath : compiledCliPath());
   const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));
   const ca = path.join(dir, "tls/cert.pem");
   const { fetch, agent } = trustingFetch((await import("node:fs")).readFileSync(ca, "utf8"));
@@ -101,8 +100,3 @@ export default async function floorGatewayBench(): Promise<BenchRow[]> {
   ];
 }
 
-/** `npm run build` of the tree, and the compiled server's entry point. */
-function builtEntry(): string {
-  execFileSync(process.execPath, [path.join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json"], { cwd: repoRoot, stdio: "inherit" });
-  return path.join(repoRoot, "dist/cli/run.js");
-}

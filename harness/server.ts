@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { Agent } from "undici";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
@@ -15,6 +15,16 @@ import { createKey, type CreateKeyOptions } from "./keys.ts";
 export const repoRoot = path.resolve(import.meta.dirname, "..");
 export const modelsDir = path.resolve(repoRoot, "../shared/models");
 export const cliPath = path.join(repoRoot, "bin/modelgate.js");
+
+/**
+ * `npm run build` of the tree, and the compiled server's entry point: the server as `npm start` and the Dockerfile run
+ * it, where `cliPath` runs the sources through tsx (which also turns source maps on: every file an error's stack
+ * passes through has its map parsed and kept).
+ */
+export function compiledCliPath(): string {
+  execFileSync(process.execPath, [path.join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json"], { cwd: repoRoot, stdio: "inherit" });
+  return path.join(repoRoot, "dist/cli/run.js");
+}
 
 export type TlsFetch = (input: string, init?: RequestInit) => Promise<Response>;
 

@@ -5,7 +5,7 @@ import { randomBytes } from "node:crypto";
 import { startLlamaServer, type LlamaServer } from "../../harness/llama-server.ts";
 import { startCanned, startListening, type Peer } from "../../harness/peers.ts";
 import { freshPostgresBehindProxy, redisTestUrl } from "../../harness/keys.ts";
-import { modelsDir, spawnServer, type SpawnedServer } from "../../harness/server.ts";
+import { compiledCliPath, modelsDir, spawnServer, type SpawnedServer } from "../../harness/server.ts";
 import { inspectFlag } from "../../harness/full-gc.ts";
 import { TcpProxy } from "../../harness/tcp-proxy.ts";
 import { Balancer } from "../../harness/balancer.ts";
@@ -93,8 +93,11 @@ export async function startTopology(dir: string): Promise<Topology> {
   };
   const replicas: SpawnedServer[] = [];
   // One at a time: the first migrates the fresh database.
-  // Each with its inspector on loopback: the sampler forces a full GC through it before reading memory (full-gc.ts).
-  const spawnReplica = () => spawnServer(raw, dir, [], {}, undefined, [inspectFlag]);
+  // The compiled build, as `npm start` and the Dockerfile run it (through tsx, source maps are on: the heap grows
+  // by each file's parsed map as errors' stacks first pass through it); each replica with its inspector on loopback,
+  // through which the sampler forces a full GC before reading memory (full-gc.ts).
+  const entry = compiledCliPath();
+  const spawnReplica = () => spawnServer(raw, dir, [], {}, entry, [inspectFlag]);
   for (let i = 0; i < 2; i++) replicas.push(await spawnReplica());
   const portOf = (r: SpawnedServer) => Number(new URL(r.origin).port);
   const balancer = await Balancer.start(replicas.map(portOf));
