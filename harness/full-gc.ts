@@ -19,9 +19,17 @@ export interface FullGcReading {
   pauseMs: number;
 }
 
-function vmRss(pid: number): number {
-  const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  return match ? Number(match[1]) * 1024 : Number.NaN;
+/** Fields of /proc/PID/status in bytes (they are in kB there), read at once; NaN for one that cannot be read. */
+export function statusBytes<F extends string>(pid: number, fields: readonly F[]): Record<F, number> {
+  let status = "";
+  try {
+    status = readFileSync(`/proc/${pid}/status`, "utf8");
+  } catch {}
+  const bytes = (field: F) => {
+    const match = new RegExp(`^${field}:\\s+(\\d+) kB$`, "m").exec(status);
+    return match ? Number(match[1]) * 1024 : Number.NaN;
+  };
+  return Object.fromEntries(fields.map((f) => [f, bytes(f)])) as Record<F, number>;
 }
 
 /**
@@ -57,7 +65,7 @@ export async function afterFullGc(url: string, pid: number, timeoutMs = 10_000):
     await Promise.race([failed, new Promise((resolve) => socket.addEventListener("open", resolve))]);
     const started = performance.now();
     await call("HeapProfiler.collectGarbage");
-    const rss = vmRss(pid);
+    const rss = statusBytes(pid, ["VmRSS"]).VmRSS;
     const pauseMs = performance.now() - started;
     const usage = await call<{ usedSize: number }>("Runtime.getHeapUsage");
     return { heap: usage.usedSize, rss, pauseMs };

@@ -123,7 +123,7 @@ test("issue 44.1 tools (@anthropic-ai/sdk): a forced call is a tool_use block wi
   const alone = await client.messages.countTokens({ model: "tools", tools: [weather], tool_choice: { type: "none" }, messages: [{ role: "user", content: "Weather in Paris?" }] });
   assert.ok(counted.input_tokens > alone.input_tokens + 10, "the call and its result are in the prompt");
 
-  const stream = await post("/v1/messages", { model: "tools", max_tokens: 60, temperature: 0, stream: true, tools: [weather], tool_choice: { type: "any" }, messages: [{ role: "user", content: "Weather in Paris?" }] });
+  const stream = await post("/v1/messages", { model: "tools", max_tokens: 60, ...greedy, stream: true, tools: [weather], tool_choice: { type: "any" }, messages: [{ role: "user", content: "Weather in Paris?" }] });
   const events = parseNamedSse(await stream.text()).filter((e) => e.type !== "ping");
   const start = events.find((e) => e.type === "content_block_start" && e.content_block.type === "tool_use")!;
   assert.equal(start.content_block.name, "get_weather");

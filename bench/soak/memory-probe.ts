@@ -1,5 +1,5 @@
 // `LABEL=name [SHAPE=burst|slow] [SERVER_ENV='{"MALLOC_ARENA_MAX":"2"}'] [NODE_FLAGS="--no-memory-reducer"] node
-// --import tsx bench/soak/memory-probe.ts` (after `npm run build`): issue 47's memory questions in minutes. One compiled
+// --import tsx bench/soak/memory-probe.ts` (it compiles the tree first): issue 47's memory questions in minutes. One compiled
 // server in front of the canned upstream; non-stream and streamed chat from autocannon (its own processes). A line of
 // JSON per step: RSS and heap after the last major GC, RSS, heap total, the young and old generations V8 holds, and
 // external memory. SERVER_ENV is the server's extra environment (an allocator setting), NODE_FLAGS its V8 flags (which
@@ -13,7 +13,7 @@ import { readFileSync } from "node:fs";
 import { createKey } from "../../harness/keys.ts";
 import { testConfig } from "../../harness/config.ts";
 import { startCanned } from "../../harness/peers.ts";
-import { repoRoot, spawnServer, tempDir, trustingFetch } from "../../harness/server.ts";
+import { compiledCliPath, spawnServer, tempDir, trustingFetch } from "../../harness/server.ts";
 import { autocannon } from "../processes.ts";
 import { metric, series } from "./sampler.ts";
 
@@ -26,7 +26,7 @@ const dir = tempDir("memory-probe-");
 const canned = await startCanned();
 const raw = { dataDir: dir, metrics: { token }, plans: { bench: { rateLimit: { requests: 100000000, window: "1m" } } }, defaultPlan: "bench",
   models: [{ id: "canned", engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `http://127.0.0.1:${canned.port}/v1`, model: "canned", maxInFlight: 256 }] }] };
-const server = await spawnServer(raw, dir, [], env, path.join(repoRoot, "dist/cli/run.js"), nodeFlags);
+const server = await spawnServer(raw, dir, [], env, compiledCliPath(), nodeFlags);
 const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));
 const { fetch } = trustingFetch(readFileSync(path.join(dir, "tls/cert.pem"), "utf8"));
 const mb = (bytes: number) => (bytes / 1048576).toFixed(1);

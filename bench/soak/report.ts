@@ -56,7 +56,7 @@ export function renderReport(r: ReportInput): string {
     chart("RSS", "MB", [...per("RSS", (s) => s.rss / mb), ...per("anonymous", (s) => s.rssAnon / mb), ...per("file-backed", (s) => s.rssFile / mb)], r.windows, r.startedAt, r.endedAt),
     chart("Heap used", "MB", per("heap", (s) => s.heapUsed / mb), r.windows, r.startedAt, r.endedAt),
     // 0 until a process's first major GC: no point.
-    chart("Heap and RSS just after a full GC forced every 30 s (the leak readings)", "MB", [...per("heap after full GC", (s) => s.heapAfterFullGc / mb), ...per("RSS after full GC", (s) => s.rssAfterFullGc / mb)], r.windows, r.startedAt, r.endedAt),
+    chart("Heap and RSS just after a full GC the sampler forced (the leak readings)", "MB", [...per("heap after full GC", (s) => s.heapAfterFullGc / mb), ...per("RSS after full GC", (s) => s.rssAfterFullGc / mb)], r.windows, r.startedAt, r.endedAt),
     chart("Heap and RSS after the last major GC", "MB", [...per("heap after GC", (s) => s.heapAfterGc / mb || Number.NaN), ...per("RSS after GC", (s) => s.rssAfterGc / mb || Number.NaN)], r.windows, r.startedAt, r.endedAt),
     chart("V8 heap held, and compiled code", "MB", [...per("heap total", (s) => s.heapTotal / mb || Number.NaN), ...per("code", (s) => s.codeSpace / mb || Number.NaN), ...per("young", (s) => s.newSpaceTotal / mb || Number.NaN), ...per("old", (s) => s.oldSpaceTotal / mb || Number.NaN), ...per("workers' heaps", (s) => s.workerHeapTotal / mb || Number.NaN)], r.windows, r.startedAt, r.endedAt),
     chart("External memory", "MB", per("external", (s) => s.external / mb), r.windows, r.startedAt, r.endedAt),

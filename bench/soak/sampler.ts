@@ -1,9 +1,9 @@
-import { appendFileSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, readdirSync, writeFileSync } from "node:fs";
 import { Agent } from "undici";
 import type { Topology } from "./topology.ts";
 import type { SpawnedServer } from "../../harness/server.ts";
 import { metricsToken } from "./topology.ts";
-import { afterFullGc, inspectorUrl } from "../../harness/full-gc.ts";
+import { afterFullGc, inspectorUrl, statusBytes } from "../../harness/full-gc.ts";
 
 /** One replica's sample: memory, event loop, descriptors and handles, and its answers per second by status since the last. */
 export interface Sample {
@@ -64,19 +64,6 @@ function requestsByStatus(text: string): Record<string, number> {
   return counts;
 }
 
-/** RSS split as /proc/PID/status gives it (in kB there), in bytes; NaN where it cannot be read. */
-function rssSplit(pid: number): { rssAnon: number; rssFile: number } {
-  let status = "";
-  try {
-    status = readFileSync(`/proc/${pid}/status`, "utf8");
-  } catch {}
-  const field = (name: string) => {
-    const match = new RegExp(`^${name}:\\s+(\\d+) kB$`, "m").exec(status);
-    return match ? Number(match[1]) * 1024 : Number.NaN;
-  };
-  return { rssAnon: field("RssAnon"), rssFile: field("RssFile") };
-}
-
 function openFds(pid: number): number {
   try {
     return readdirSync(`/proc/${pid}/fd`).length;
@@ -134,12 +121,14 @@ export class Sampler {
     const rps: Record<string, number> = {};
     if (before) for (const [status, n] of Object.entries(counts)) rps[status] = (n - (before.counts[status] ?? 0)) / ((t - before.t) / 1000);
     this.last.set(pid, { t, counts });
+    const status = statusBytes(pid, ["RssAnon", "RssFile"]);
     const sample: Sample = {
       t,
       replica,
       pid,
       rss: metric(text, "modelgate_process_resident_memory_bytes"),
-      ...rssSplit(pid),
+      rssAnon: status.RssAnon,
+      rssFile: status.RssFile,
       heapUsed: metric(text, "modelgate_nodejs_heap_size_used_bytes"),
       heapTotal: metric(text, "modelgate_nodejs_heap_size_total_bytes"),
       codeSpace: series(text, "modelgate_nodejs_heap_space_size_used_bytes", 'space="code"'),
