@@ -2,7 +2,5 @@
 // Runs the TypeScript sources directly through tsx, so `npx modelgate` works right after `npm ci`.
 import { register } from "tsx/esm/api";
 register();
-const { reexecServeWithMallocTunables } = await import("../src/cli/malloc-tunables.ts");
-reexecServeWithMallocTunables(process.argv.slice(2));
 const { main } = await import("../src/cli/main.ts");
 process.exitCode = await main(process.argv.slice(2));

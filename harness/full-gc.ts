@@ -5,8 +5,7 @@ export const inspectFlag = "--inspect=127.0.0.1:0";
 
 /** The debugger address a process started with `inspectFlag` printed on stderr ("Debugger listening on ws://…"). */
 export function inspectorUrl(stderr: readonly string[]): string {
-  // The last one: `serve` re-executes itself (src/cli/malloc-tunables.ts), and each image prints its own.
-  const match = [...stderr.join("").matchAll(/Debugger listening on (ws:\/\/\S+)/g)].at(-1);
+  const match = /Debugger listening on (ws:\/\/\S+)/.exec(stderr.join(""));
   if (!match) throw new Error("the process printed no inspector address: start it with " + inspectFlag);
   return match[1]!;
 }
