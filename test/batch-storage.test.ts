@@ -1,73 +1,18 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
-import { ReadableStream } from "node:stream/web";
-import OpenAI, { toFile } from "openai";
 import { startServer, modelsDir, type TestServer } from "../harness/server.ts";
 import { freshPostgres, silentLogger } from "../harness/keys.ts";
 import { StorageSweeper } from "../src/features/batches/storage-sweeper.ts";
-import { describeStall, longestStall } from "./helpers/event-loop-stall.ts";
+import { chatBatch, finished, input, streamUpload, upload } from "./helpers/batch-files.ts";
 import { waitFor } from "./helpers/wait-for.ts";
 
 /**
- * Issue 42.7: creating a batch never stalls the server, uploads stream into the store, and what an account stores is
- * bounded (bytes, files, expiry) on every replica. The official openai client where it can send what is tested.
+ * Issue 42.7: uploads stream into the store, and what an account stores is bounded (bytes, files, expiry) on every
+ * replica (batch-stall.test.ts: creating a batch never stalls the server). The official openai client where it can send what is tested.
  */
 
 const stories = { engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"], contextSize: 256, threads: 1 };
-
-/** `lines` chat lines of about `lineBytes` each; the padding is in `user`, which the service ignores, so lines run short. */
-function input(lines: number, lineBytes: number, options: { model?: string; maxTokens?: number } = {}): Buffer {
-  const head = (i: number) =>
-    `{"custom_id":"r${i}","method":"POST","url":"/v1/chat/completions","body":{"model":"${options.model ?? "m"}","max_tokens":${options.maxTokens ?? 4},"messages":[{"role":"user","content":"Once upon a time"}],"user":"`;
-  const tail = `"}}\n`;
-  const out = Buffer.alloc(lines * lineBytes);
-  for (let i = 0, start = 0; i < lines; i++, start += lineBytes) {
-    const end = start + lineBytes - tail.length;
-    out.fill(0x78, start + out.write(head(i), start), end);
-    out.write(tail, end);
-  }
-  return out;
-}
-
-/**
- * POST /v1/files as a multipart body sent in 64 KiB pieces, as a client sending from disk does (one 100 MiB write
- * would hold this process's event loop in TLS encryption: the client's cost, not the server's). `hold` pauses the
- * body once `after` bytes of the file are sent, until `until` resolves.
- */
-async function streamUpload(srv: TestServer, key: string, file: Buffer, fields: Record<string, string> = { purpose: "batch" }, hold?: { after: number; until: Promise<void> }) {
-  const boundary = `----modelgate${Date.now()}`;
-  const head = Buffer.from(
-    Object.entries(fields)
-      .map(([name, value]) => `--${boundary}\r\ncontent-disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`)
-      .join("") + `--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="input.jsonl"\r\ncontent-type: application/jsonl\r\n\r\n`,
-  );
-  const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
-  async function* pieces() {
-    yield head;
-    for (let at = 0; at < file.length; at += 65_536) {
-      if (hold && at >= hold.after && at - 65_536 < hold.after) await hold.until;
-      yield file.subarray(at, at + 65_536);
-    }
-    yield tail;
-  }
-  const response = await srv.fetch(`${srv.baseURL}/files`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${key}`, "content-type": `multipart/form-data; boundary=${boundary}`, "content-length": String(head.length + file.length + tail.length) },
-    body: ReadableStream.from(pieces()),
-    duplex: "half",
-  } as RequestInit);
-  return { status: response.status, body: (await response.json()) as any };
-}
-
-const upload = async (client: OpenAI, content: Buffer | string, extra: Record<string, unknown> = {}) =>
-  client.files.create({ file: await toFile(Buffer.from(content), "input.jsonl"), purpose: "batch", ...extra });
-
-const chatBatch = (client: OpenAI, fileId: string, extra: Record<string, unknown> = {}) =>
-  client.batches.create({ input_file_id: fileId, endpoint: "/v1/chat/completions", completion_window: "24h", ...extra });
-
-const finished = (client: OpenAI, id: string) =>
-  waitFor(() => client.batches.retrieve(id), (b) => ["completed", "failed", "expired", "cancelled"].includes(b.status), `batch ${id} to end`, 60_000, 100);
 
 async function rows(srv: TestServer, table: "files" | "file_chunks" | "batch_lines", column: "id" | "file_id" | "batch_id", value: string): Promise<number> {
   const row = await srv.server.app.keyStore.db
@@ -77,32 +22,6 @@ async function rows(srv: TestServer, table: "files" | "file_chunks" | "batch_lin
     .executeTakeFirstOrThrow();
   return Number(row.n);
 }
-
-test("issue 42.7: a batch from a 100 MiB, 50,000-line file: the event loop is never held 50 ms (the upload streamed, the file read twice, its lines stored)", async (t) => {
-  const srv = await startServer({ models: [{ id: "m", ...stories }] });
-  try {
-    const { key } = await srv.createKey();
-    const client = srv.openai(key, { timeout: 180_000 });
-    // A first batch warms the server up: the first line a node runs pays one-time costs (the chat path's first use)
-    // that have nothing to do with the size of the file.
-    const warm = await upload(client, input(1, 300));
-    assert.equal((await finished(client, (await chatBatch(client, warm.id)).id)).status, "completed");
-    const content = input(50_000, 2090);
-    assert.ok(content.length > 100_000_000 && content.length <= 100 * 1024 * 1024, `${content.length} bytes`);
-    let file!: { id: string; bytes: number };
-    const uploading = await longestStall(async () => (file = (await streamUpload(srv, key, content)).body));
-    assert.equal(file.bytes, content.length);
-    let batch!: Awaited<ReturnType<typeof chatBatch>>;
-    const creating = await longestStall(async () => (batch = await chatBatch(client, file.id)));
-    assert.equal(batch.status, "in_progress");
-    assert.equal(batch.request_counts?.total, 50_000);
-    t.diagnostic(`upload: ${describeStall(uploading)}; create: ${describeStall(creating)}`);
-    assert.ok(uploading.ms < 50, `the upload held the event loop ${describeStall(uploading)}`);
-    assert.ok(creating.ms < 50, `creating the batch held the event loop ${describeStall(creating)}`);
-  } finally {
-    await srv.close();
-  }
-});
 
 let srv: TestServer;
 test("issue 42.7: storage limits and expiry (SQLite)", async (t) => {
