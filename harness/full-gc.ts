@@ -13,7 +13,7 @@ export function inspectorUrl(stderr: readonly string[]): string {
 export interface FullGcReading {
   /** V8 heap used just after the collection: what the process really holds in JS. */
   heap: number;
-  /** Resident set size just after it (/proc/PID/status VmRSS). */
+  /** Resident set size `trimWaitMs` after it (/proc/PID/status VmRSS). */
   rss: number;
   /** How long the process was paused for it, as seen from here. */
   pauseMs: number;
@@ -34,11 +34,13 @@ export function statusBytes<F extends string>(pid: number, fields: readonly F[])
 
 /**
  * A full garbage collection forced in another process through its inspector (HeapProfiler.collectGarbage: V8 collects
- * all it can, compacts, and shrinks the young generation), then its heap used and RSS read at once. Read this way,
+ * all it can, compacts, and shrinks the young generation), then its heap used read at once, and its RSS once the
+ * process has had `trimWaitMs` to trim glibc's heaps after that GC (server.trimNativeMemory does so on the event
+ * loop's next turns, after the collection's performance entry is delivered). Read this way,
  * every reading is taken in the same state, which V8's own major GCs are not (issue 47: only some of them shrink the
  * young generation, by up to 30 MB of RSS).
  */
-export async function afterFullGc(url: string, pid: number, timeoutMs = 10_000): Promise<FullGcReading> {
+export async function afterFullGc(url: string, pid: number, timeoutMs = 10_000, trimWaitMs = 250): Promise<FullGcReading> {
   const socket = new WebSocket(url);
   const pending = new Map<number, (result: unknown) => void>();
   let nextId = 1;
@@ -65,9 +67,10 @@ export async function afterFullGc(url: string, pid: number, timeoutMs = 10_000):
     await Promise.race([failed, new Promise((resolve) => socket.addEventListener("open", resolve))]);
     const started = performance.now();
     await call("HeapProfiler.collectGarbage");
-    const rss = statusBytes(pid, ["VmRSS"]).VmRSS;
     const pauseMs = performance.now() - started;
     const usage = await call<{ usedSize: number }>("Runtime.getHeapUsage");
+    await new Promise((resolve) => setTimeout(resolve, trimWaitMs));
+    const rss = statusBytes(pid, ["VmRSS"]).VmRSS;
     return { heap: usage.usedSize, rss, pauseMs };
   } finally {
     socket.close();

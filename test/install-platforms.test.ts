@@ -26,13 +26,13 @@ const platforms: Record<string, Platform> = {
     os: "linux",
     cpu: "x64",
     libc: "glibc",
-    binaries: ["@node-llama-cpp/linux-x64", "@esbuild/linux-x64", "@img/sharp-linux-x64", "@img/sharp-libvips-linux-x64", "onnxruntime-node", "better-sqlite3"],
+    binaries: ["@node-llama-cpp/linux-x64", "@esbuild/linux-x64", "@img/sharp-linux-x64", "@img/sharp-libvips-linux-x64", "onnxruntime-node", "better-sqlite3", "@koromix/koffi-linux-x64"],
   },
   "linux-arm64": {
     os: "linux",
     cpu: "arm64",
     libc: "glibc",
-    binaries: ["@node-llama-cpp/linux-arm64", "@esbuild/linux-arm64", "@img/sharp-linux-arm64", "@img/sharp-libvips-linux-arm64", "onnxruntime-node", "better-sqlite3"],
+    binaries: ["@node-llama-cpp/linux-arm64", "@esbuild/linux-arm64", "@img/sharp-linux-arm64", "@img/sharp-libvips-linux-arm64", "onnxruntime-node", "better-sqlite3", "@koromix/koffi-linux-arm64"],
   },
   "darwin-arm64": {
     os: "darwin",

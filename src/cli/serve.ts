@@ -11,6 +11,7 @@ import type { AppConfig } from "../config/app-config.ts";
 import { pullCommandFor } from "../config/model-files.ts";
 import { builtInEngines } from "../engines/registry.ts";
 import { LogOutput, logFormatFor } from "./log-output.ts";
+import { trimNativeMemoryAfterGc } from "../metrics/after-gc.ts";
 
 /** `modelgate` when it is on the PATH (a global install), else `npx modelgate` (run from the project folder). */
 function cliName(env: NodeJS.ProcessEnv = process.env): string {
@@ -100,6 +101,10 @@ export const serveCommand: Command = {
     const output = new LogOutput(format, { colors: format === "pretty" && cli.isTTY && !process.env.NO_COLOR });
     // On a terminal nobody parses pid and hostname; leaving them out keeps the readable line short.
     const server = await buildServer(config, { logger: { stream: output, ...(format === "pretty" ? { base: null } : {}) } });
+    if (config.server.trimNativeMemory) {
+      const trim = await trimNativeMemoryAfterGc();
+      if (!trim.enabled) server.app.log.debug({ reason: trim.reason }, "native memory is not trimmed after GC");
+    }
     const log = (text: string) => (cli.json ? undefined : cli.out(text));
 
     const { tls } = server;

@@ -191,6 +191,7 @@ export interface AppConfig {
     bodyTimeoutMs: number;
     headerTimeoutMs: number;
     requestTimeoutMs: number;
+    trimNativeMemory: boolean;
   };
   deployment: string;
   dataDir: string;

@@ -287,6 +287,8 @@ export const Config = Type.Object(
           /** How long a client may take to send the request line and headers (408 after). */
           headerTimeout: Type.Optional(Duration),
           requestTimeout: Type.Optional(Duration),
+          /** After each major GC, return glibc's free pages to the system (malloc_trim; Linux with glibc only). */
+          trimNativeMemory: Type.Optional(Type.Boolean()),
         },
         { additionalProperties: false },
       ),

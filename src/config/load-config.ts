@@ -299,6 +299,7 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
       bodyTimeoutMs: parseDuration(server.bodyTimeout ?? "30s"),
       headerTimeoutMs: parseDuration(server.headerTimeout ?? "10s"),
       requestTimeoutMs,
+      trimNativeMemory: server.trimNativeMemory ?? true,
     },
     deployment: input.deployment ?? "shared",
     dataDir,

@@ -1,22 +1,34 @@
 import { constants, PerformanceObserver } from "node:perf_hooks";
 import { Gauge, type Registry } from "prom-client";
 import { workerHeaps } from "../workers/worker-pool.ts";
+import { enableNativeMemoryTrim, trimAfterMajorGc } from "./native-memory-trim.ts";
 
 /** Heap used and RSS read just after the last major (mark-sweep-compact) GC: the memory that is really held. */
 const afterMajorGc = { heapUsed: 0, rss: 0 };
 let observer: PerformanceObserver | null = null;
 
-/** One observer per process, whatever the number of servers in it (tests build many). */
+/**
+ * One observer per process, whatever the number of servers in it (tests build many). On a major GC it trims glibc's
+ * heaps first (when `trimNativeMemory` enabled it), so that the RSS read after is what the process holds.
+ */
 function observeGc(): void {
   if (observer) return;
   observer = new PerformanceObserver((list) => {
     const major = list.getEntries().some((e) => (e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR);
     if (!major) return;
+    trimAfterMajorGc();
     const memory = process.memoryUsage();
     afterMajorGc.heapUsed = memory.heapUsed;
     afterMajorGc.rss = memory.rss;
   });
   observer.observe({ entryTypes: ["gc"] });
+}
+
+/** Trims glibc's heaps after each major GC from now on (native-memory-trim.ts), with or without metrics. */
+export async function trimNativeMemoryAfterGc(): Promise<Awaited<ReturnType<typeof enableNativeMemoryTrim>>> {
+  const result = await enableNativeMemoryTrim();
+  if (result.enabled) observeGc();
+  return result;
 }
 
 /**
