@@ -6,6 +6,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { afterFullGc, inspectFlag, inspectorUrl } from "../harness/full-gc.ts";
 import { repoRoot, spawnServer, tempDir } from "../harness/server.ts";
+import { TrimSchedule } from "../src/metrics/native-memory-trim.ts";
 
 /**
  * Issue 47: glibc keeps freed pages resident in the middle of its heaps, and the soak's replicas crept by about 1.4 MB
@@ -61,12 +62,24 @@ test("issue 47 a full GC forced through the inspector (the soak's leak reading) 
   try {
     const [line] = (await once(child.stdout.setEncoding("utf8"), "data")) as [string];
     const peakMb = Number(line) / 1024;
-    // Past the one-second spacing of trims: collections the allocations caused may have trimmed just now.
-    await new Promise((resolve) => setTimeout(resolve, 1100));
     const reading = await afterFullGc(inspectorUrl(stderr), child.pid!);
     const afterMb = reading.rss / (1024 * 1024);
     assert.ok(peakMb - afterMb > 60, `RSS ${peakMb.toFixed(1)} MB at the peak, ${afterMb.toFixed(1)} MB read after the forced GC`);
   } finally {
     child.kill();
   }
+});
+
+test("issue 47 trims are spaced: a GC within the spacing gets one trim at its end, whatever the GCs before it", async () => {
+  const trims: number[] = [];
+  const start = performance.now();
+  const schedule = new TrimSchedule(() => trims.push(performance.now() - start), 100);
+  schedule.afterMajorGc();
+  assert.equal(trims.length, 1, "the first trims at once");
+  schedule.afterMajorGc();
+  schedule.afterMajorGc();
+  assert.equal(trims.length, 1, "the next two wait");
+  await new Promise((resolve) => setTimeout(resolve, 250));
+  assert.equal(trims.length, 2, "one trim covered both");
+  assert.ok(trims[1]! >= 99, `at the end of the spacing: ${trims[1]!.toFixed(0)} ms`);
 });
