@@ -36,12 +36,12 @@ export function statusBytes<F extends string>(pid: number, fields: readonly F[])
  * A full garbage collection forced in another process through its inspector (HeapProfiler.collectGarbage: V8 collects
  * all it can, compacts, and shrinks the young generation), then its heap used read at once, and its RSS once the
  * process has had `trimWaitMs` to trim glibc's heaps after that GC (server.trimNativeMemory does so on the event
- * loop's next turns, after the collection's performance entry is delivered, or at most 250 ms later when it trimmed
+ * loop's next turns, after the collection's performance entry is delivered, or at most a second later when it trimmed
  * just before). Read this way,
  * every reading is taken in the same state, which V8's own major GCs are not (issue 47: only some of them shrink the
  * young generation, by up to 30 MB of RSS).
  */
-export async function afterFullGc(url: string, pid: number, timeoutMs = 10_000, trimWaitMs = 400): Promise<FullGcReading> {
+export async function afterFullGc(url: string, pid: number, timeoutMs = 10_000, trimWaitMs = 1200): Promise<FullGcReading> {
   const socket = new WebSocket(url);
   const pending = new Map<number, (result: unknown) => void>();
   let nextId = 1;

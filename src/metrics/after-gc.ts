@@ -9,7 +9,7 @@ let observer: PerformanceObserver | null = null;
 
 /**
  * One observer per process, whatever the number of servers in it (tests build many). On a major GC it trims glibc's
- * heaps first (when `trimNativeMemory` enabled it; or schedules the trim, when one ran within 250 ms).
+ * heaps first (when `trimNativeMemory` enabled it; or schedules the trim, when one ran within the last second).
  */
 function observeGc(): void {
   if (observer) return;

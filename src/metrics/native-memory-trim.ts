@@ -9,7 +9,7 @@
  */
 
 /** The fewest ms between two trims, so that a process collecting without pause does not trim at each collection. */
-export const trimSpacingMs = 250;
+export const trimSpacingMs = 1000;
 
 /**
  * When to trim, given the major GCs: at once, or `spacingMs` after the last trim when that was too recent (one trim
