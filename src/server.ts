@@ -15,6 +15,7 @@ import { OpenStreams } from "./http/sse.ts";
 import { AppError } from "./errors/app-error.ts";
 import { requestIdFor, requestIdPlugin } from "./plugins/request-id.ts";
 import { proxyPlugin } from "./plugins/proxy.ts";
+import { connectionReusePlugin } from "./plugins/connection-reuse.ts";
 import { errorHandlerPlugin } from "./plugins/error-handler.ts";
 import { requestBodyGuardPlugin } from "./plugins/request-body-guard.ts";
 import { clientErrorHandler, expectationFailed, frameworkErrorHandler, refuseMissingHost } from "./plugins/client-errors.ts";
@@ -159,6 +160,7 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
 
   await app.register(adminAuthPlugin, { store });
   await app.register(requestIdPlugin);
+  if (config.server.maxRequestsPerConnection > 0) await app.register(connectionReusePlugin, { maxRequests: config.server.maxRequestsPerConnection });
   if (config.observability) await app.register(observabilityPlugin, { metrics });
   await app.register(proxyPlugin, { trustProxy: config.server.trustProxy });
   await app.register(errorHandlerPlugin);

@@ -192,6 +192,8 @@ export interface AppConfig {
     headerTimeoutMs: number;
     requestTimeoutMs: number;
     trimNativeMemory: boolean;
+    /** 0: no bound. */
+    maxRequestsPerConnection: number;
   };
   deployment: string;
   dataDir: string;

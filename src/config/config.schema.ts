@@ -289,6 +289,11 @@ export const Config = Type.Object(
           requestTimeout: Type.Optional(Duration),
           /** After each major GC, return glibc's free pages to the system (malloc_trim; Linux with glibc only). */
           trimNativeMemory: Type.Optional(Type.Boolean()),
+          /**
+           * Requests one keep-alive connection may carry before the answer to the last closes it (0: no bound). Behind a
+           * TCP balancer, a bound re-spreads busy clients' connections after a replica restarts.
+           */
+          maxRequestsPerConnection: Type.Optional(Type.Integer({ minimum: 0 })),
         },
         { additionalProperties: false },
       ),

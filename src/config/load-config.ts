@@ -300,6 +300,7 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
       headerTimeoutMs: parseDuration(server.headerTimeout ?? "10s"),
       requestTimeoutMs,
       trimNativeMemory: server.trimNativeMemory ?? true,
+      maxRequestsPerConnection: server.maxRequestsPerConnection ?? 0,
     },
     deployment: input.deployment ?? "shared",
     dataDir,
