@@ -84,6 +84,9 @@ export async function startTopology(dir: string): Promise<Topology> {
     adminToken,
     metrics: { token: metricsToken },
     keySecret: `soak-${randomBytes(12).toString("hex")}`,
+    // Behind the soak's TCP balancer, as docs/operations.md advises: the flooding client's busy connections would
+    // otherwise stay on the survivor after the replica kill, and it would carry three times the other's load to the end.
+    server: { maxRequestsPerConnection: 100 },
     database: { url: postgres.url },
     redis: { url: redisUrl },
     batches: { leaseTtl: "5s", pollInterval: "500ms" },
