@@ -63,6 +63,11 @@ export interface TokenAmount {
 
 /** A reservation taken at admission; `settle` is called once, after the run, with what was used (null: nothing). */
 export interface TokenReservation {
+  /**
+   * The UTC day (YYYY-MM-DD) the reservation was counted in. The request's usage is recorded on that day, so that a
+   * day's quota and budget counters equal its usage rows when a request runs past midnight.
+   */
+  readonly day: string;
   settle(used: TokenAmount | null): Promise<void>;
 }
 

@@ -68,18 +68,21 @@ export async function runInference<E extends EnginePort, P, R>(ctx: AppContext, 
     } finally {
       releaseConcurrency();
     }
-    const { model, result, used: usage, held } = served;
+    const { model, result, used: usage, held, day } = served;
     if (plan.route) span.setAttributes({ "gen_ai.response.model": model, "modelgate.route": plan.route.id, "modelgate.route.fallbacks": request.outcome?.fallbackReasons.length ?? 0 });
-    if (usage) recordUsage(ctx, request, model, usage, held, span);
+    if (usage) recordUsage(ctx, request, model, usage, held, span, day);
     return result;
   }, SpanKind.SERVER, incomingContext(request.headers));
 }
 
-/** The usage of a request that ran: the rest of its fair-share charge, the usage rows, metrics, its trace and log. */
-function recordUsage(ctx: AppContext, request: RequestContext, model: string, usage: TokenAmount, held: Lease | null, span: Span): void {
+/**
+ * The usage of a request that ran: the rest of its fair-share charge, the usage rows (on `day`, its token
+ * reservation's, when it has one), metrics, its trace and log.
+ */
+function recordUsage(ctx: AppContext, request: RequestContext, model: string, usage: TokenAmount, held: Lease | null, span: Span, day: string | undefined): void {
   held?.charge(usage.promptTokens + usage.completionTokens - held.charged);
   span.setAttributes({ "gen_ai.usage.input_tokens": usage.promptTokens, "gen_ai.usage.output_tokens": usage.completionTokens });
-  (request.usage ?? ctx.usage).record({ keyId: request.auth.keyId, accountId: request.auth.accountId, model, endpoint: request.endpoint, ...usage, batch: request.priority === "batch" });
+  (request.usage ?? ctx.usage).record({ keyId: request.auth.keyId, accountId: request.auth.accountId, model, endpoint: request.endpoint, ...usage, batch: request.priority === "batch", day });
   ctx.metrics.tokens(model, request.auth.accountId, usage.promptTokens, usage.completionTokens);
   if (request.outcome) Object.assign(request.outcome, { promptTokens: usage.promptTokens, completionTokens: usage.completionTokens });
 }
@@ -90,6 +93,8 @@ interface Attempted<R> {
   result: R;
   used: TokenAmount | null;
   held: Lease | null;
+  /** The UTC day its token reservation was counted in (none: no token limit, quota or budget applies). */
+  day: string | undefined;
 }
 
 /**
@@ -154,14 +159,14 @@ async function attempt<E extends EnginePort, P, R>(
       },
     });
     used = spec.usage(result);
-    return { model, result, used, held };
+    return { model, result, used, held, day: (reservation as TokenReservation | null)?.day };
   } catch (err) {
     // Issue 42.2: a client that left once its request was running (before its first token too) is charged its
     // prompt, which the engine was given, and the completion pieces generated before it left; no route falls back
     // after a disconnect.
     if (held && reserved && signal.aborted && isClientDisconnect(signal.reason)) {
       used = { promptTokens: reserved.promptTokens, completionTokens: Math.max(0, held.charged - promptCharged) };
-      recordUsage(ctx, request, model, used, held, span);
+      recordUsage(ctx, request, model, used, held, span, (reservation as TokenReservation | null)?.day);
     } else if (more) {
       // The reservation moves with the request: given back before a route's next target reserves its own.
       const failed = reservation;

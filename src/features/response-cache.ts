@@ -152,7 +152,7 @@ async function chargeHit(ctx: AppContext, request: RequestContext, hit: CachedGe
   const reservation = await ctx.tokens.reserve(request.auth, hit.servedBy, hit.reserved, request.setHeaders);
   const charged = charge === "full" ? hit.usage : { promptTokens: 0, completionTokens: 0 };
   reservation?.settle(charge === "full" ? hit.usage : null).catch((err: unknown) => request.log.warn({ err }, "could not settle the token reservation"));
-  (request.usage ?? ctx.usage).record({ keyId: request.auth.keyId, accountId: request.auth.accountId, model: hit.servedBy, endpoint: request.endpoint, ...charged, batch: request.priority === "batch", cached: true });
+  (request.usage ?? ctx.usage).record({ keyId: request.auth.keyId, accountId: request.auth.accountId, model: hit.servedBy, endpoint: request.endpoint, ...charged, batch: request.priority === "batch", cached: true, day: reservation?.day });
   if (request.outcome) Object.assign(request.outcome, { model: hit.servedBy, ...charged, ttftMs: request.elapsedMs() });
 }
 

@@ -3,7 +3,7 @@ import type { MeterSubject, TokenAmount, TokenGate, TokenReservation } from "../
 import type { AppConfig } from "../config/app-config.ts";
 import { formatResetDuration } from "../config/duration.ts";
 import { costMicro, formatMoney, type Pricing } from "../config/money.ts";
-import { calendarPeriod } from "../config/periods.ts";
+import { calendarPeriod, utcDay } from "../config/periods.ts";
 import { AppError } from "../errors/app-error.ts";
 import { MemoryTokenStore, type AmountHit, type AmountResult, type TokenStore } from "./rate-limit/token-store.ts";
 import { RedisTokenStore } from "./rate-limit/token-redis-store.ts";
@@ -28,6 +28,8 @@ interface Hit extends AmountHit {
   kind: Kind;
   /** A budget's or quota's period, for messages. */
   period?: "day" | "month";
+  /** That period's days, for seeding it from the usage table. */
+  days?: { firstDay: string; lastDay: string };
 }
 
 /** A budget crosses this share of its amount: one warning line per account and period (per replica). */
@@ -67,20 +69,21 @@ export class TokenMeter implements TokenGate {
     return hits;
   }
 
-  private hits(subject: MeterSubject, model: string, amount: TokenAmount): Hit[] {
+  /** The buckets a request counts in; quotas' and budgets' periods are the ones `now` is in. */
+  private hits(subject: MeterSubject, model: string, amount: TokenAmount, now: number): Hit[] {
     const tokens = amount.promptTokens + amount.completionTokens;
     const hits = this.windowHits(subject, tokens);
     const { quota } = subject.plan;
     if (quota) {
-      const p = calendarPeriod(quota.period);
-      hits.push({ kind: "quota", bucket: `q:${subject.accountId}:${p.id}`, limit: quota.tokens, amount: tokens, expireAt: p.endsAt, period: quota.period });
+      const p = calendarPeriod(quota.period, now);
+      hits.push({ kind: "quota", bucket: `q:${subject.accountId}:${p.id}`, limit: quota.tokens, amount: tokens, expireAt: p.endsAt, period: quota.period, days: p });
     }
     // An account's own budget is already in its plan here (auth/effective-limits.ts resolves every key's plan).
     const budget = subject.plan.budget;
     if (budget) {
-      const p = calendarPeriod(budget.period);
+      const p = calendarPeriod(budget.period, now);
       const cost = costMicro(this.pricing(model), amount.promptTokens, amount.completionTokens, "ceil");
-      hits.push({ kind: "budget", bucket: `b:${subject.accountId}:${p.id}`, limit: budget.amountMicro, amount: cost, expireAt: p.endsAt, period: budget.period });
+      hits.push({ kind: "budget", bucket: `b:${subject.accountId}:${p.id}`, limit: budget.amountMicro, amount: cost, expireAt: p.endsAt, period: budget.period, days: p });
     }
     return hits;
   }
@@ -92,7 +95,8 @@ export class TokenMeter implements TokenGate {
   }
 
   async reserve(subject: MeterSubject, model: string, amount: TokenAmount, setHeaders?: (headers: Record<string, string>) => void): Promise<TokenReservation | null> {
-    let hits = this.hits(subject, model, amount);
+    const now = Date.now();
+    let hits = this.hits(subject, model, amount, now);
     if (hits.length === 0) return null;
     let outcome = await this.store.reserve(hits);
     for (let attempt = 0; outcome.missing && attempt < 3; attempt++) {
@@ -109,6 +113,7 @@ export class TokenMeter implements TokenGate {
     if (!taken) throw this.refusal(hits, results);
     let settled = false;
     return {
+      day: utcDay(now),
       settle: async (used) => {
         if (settled) return;
         settled = true;
@@ -128,7 +133,7 @@ export class TokenMeter implements TokenGate {
     const unseeded: string[] = [];
     for (const bucket of missing) {
       const hit = hits.find((h) => h.bucket === bucket)!;
-      const p = calendarPeriod(hit.period!);
+      const p = hit.days!;
       try {
         await this.deps.flushUsage().catch(() => {});
         const rows = await this.deps.periodTotals(subject.accountId, p.firstDay, p.lastDay);
@@ -136,7 +141,7 @@ export class TokenMeter implements TokenGate {
           hit.kind === "quota"
             ? rows.reduce((sum, r) => sum + r.promptTokens + r.completionTokens, 0)
             : rows.reduce((sum, r) => sum + costMicro(this.pricing(r.model), r.promptTokens, r.completionTokens, "ceil"), 0);
-        await this.store.seed(bucket, value, p.endsAt);
+        await this.store.seed(bucket, value, hit.expireAt!);
       } catch (err) {
         if (err instanceof AppError) throw err;
         if (this.deps.config.redisOnError === "closed") throw new AppError("overloaded", { message: `The account's ${hit.kind} cannot be checked while the database is unreachable; retry shortly.`, retryAfterMs: 1000 });

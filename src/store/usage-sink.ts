@@ -12,6 +12,11 @@ export interface UsageEvent {
   batch?: boolean;
   /** Answered from the response cache (issue 45; counted in the row's cached_requests too). */
   cached?: boolean;
+  /**
+   * The UTC day the usage belongs to: the day its token reservation was counted in, so that a request running past
+   * midnight is in the same day's usage rows as in that day's quota and budget counters. Unset: the day it is recorded.
+   */
+  day?: string;
 }
 
 /** Takes usage off the hot path; implementations batch their writes. */
