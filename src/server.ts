@@ -201,7 +201,12 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
             .then(() => app.server.closeAllConnections());
         }, config.server.shutdownTimeoutMs);
         timer.unref();
+        // Node closes the connections idle when the shutdown begins; one busy then (a stream draining) it keeps open
+        // after its answer until the client's keep-alive lapses (72 s), and the process with it: closed once idle.
+        const closeIdle = setInterval(() => app.server.closeIdleConnections(), 100);
+        closeIdle.unref();
         await app.close();
+        clearInterval(closeIdle);
         clearTimeout(timer);
         for (const close of closers.reverse()) await close();
       })();
