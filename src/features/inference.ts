@@ -121,7 +121,7 @@ async function attempt<E extends EnginePort, P, R>(
     waiting = null;
   };
   // Issue 32: reserved between prepare and admit, settled after the run in every case (to the usage recorded, or 0).
-  let reservation: TokenReservation | null = null;
+  let reservation = null as TokenReservation | null;
   let reserved = null as TokenAmount | null;
   let used: TokenAmount | null = null;
   // Fair share: the lease to charge the rest of the usage to, once it is known.
@@ -159,14 +159,14 @@ async function attempt<E extends EnginePort, P, R>(
       },
     });
     used = spec.usage(result);
-    return { model, result, used, held, day: (reservation as TokenReservation | null)?.day };
+    return { model, result, used, held, day: reservation?.day };
   } catch (err) {
     // Issue 42.2: a client that left once its request was running (before its first token too) is charged its
     // prompt, which the engine was given, and the completion pieces generated before it left; no route falls back
     // after a disconnect.
     if (held && reserved && signal.aborted && isClientDisconnect(signal.reason)) {
       used = { promptTokens: reserved.promptTokens, completionTokens: Math.max(0, held.charged - promptCharged) };
-      recordUsage(ctx, request, model, used, held, span, (reservation as TokenReservation | null)?.day);
+      recordUsage(ctx, request, model, used, held, span, reservation?.day);
     } else if (more) {
       // The reservation moves with the request: given back before a route's next target reserves its own.
       const failed = reservation;
