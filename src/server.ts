@@ -37,6 +37,7 @@ import fallbackScope from "./scopes/fallback.scope.ts";
 import metricsScope from "./scopes/metrics.scope.ts";
 import consoleScope from "./scopes/console.scope.ts";
 import { Metrics } from "./metrics/metrics.ts";
+import { ConnectionDrain } from "./http/connection-drain.ts";
 import { observabilityPlugin } from "./plugins/observability.ts";
 import { startTracing } from "./telemetry/tracing.ts";
 import { BatchRunner } from "./features/batches/batch-runner.ts";
@@ -125,6 +126,7 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
   catalog = new ModelCatalog(config.models, options.engines ?? builtInEngines(), app.log, metrics.runnerObserver, config.routes);
   closers.push(() => catalog.unloadAll());
   const streams = new OpenStreams();
+  const drain = new ConnectionDrain(app.server);
   // Every limiter shares its counts with the other replicas through this Redis, under one outage policy.
   const redis = config.redisUrl ? await SharedRedis.connect(config.redisUrl, { onError: config.redisOnError, log: app.log }) : null;
   if (redis) {
@@ -198,15 +200,11 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
           // One error event first, so clients retry elsewhere instead of reading a reset.
           void streams
             .failAll(new AppError("overloaded", { message: "The server is shutting down; retry the request.", retryAfterMs: 1000 }))
-            .then(() => app.server.closeAllConnections());
+            .then(() => drain.resetBusy());
         }, config.server.shutdownTimeoutMs);
         timer.unref();
-        // Node closes the connections idle when the shutdown begins; one busy then (a stream draining) it keeps open
-        // after its answer until the client's keep-alive lapses (72 s), and the process with it: closed once idle.
-        const closeIdle = setInterval(() => app.server.closeIdleConnections(), 100);
-        closeIdle.unref();
+        drain.start();
         await app.close();
-        clearInterval(closeIdle);
         clearTimeout(timer);
         for (const close of closers.reverse()) await close();
       })();
