@@ -52,3 +52,24 @@ export function floorSlopePerSecond(groups: Point[][], tau = 0.1): number {
   }
   return ((lo + hi) / 2) * 1000;
 }
+
+/**
+ * What the fit reads from noise alone: the floor slope of the same readings in shuffled order (the same values, no
+ * trend left), `runs` times; the 5% and 95% of those slopes, per second. A slope inside that band cannot be told from
+ * a flat series with this much noise. The shuffle is seeded, so a report reads the same when run again.
+ */
+export function shuffledFloorSlopeBand(points: Point[], runs = 200, tau = 0.1, seed = 1): { low: number; high: number } {
+  let s = seed;
+  const next = () => (s = (s * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
+  const slopes: number[] = [];
+  for (let run = 0; run < runs; run++) {
+    const ys = points.map((p) => p.y);
+    for (let i = ys.length - 1; i > 0; i--) {
+      const j = Math.floor(next() * (i + 1));
+      [ys[i], ys[j]] = [ys[j]!, ys[i]!];
+    }
+    slopes.push(floorSlopePerSecond([points.map((p, i) => ({ t: p.t, y: ys[i]! }))], tau));
+  }
+  slopes.sort((a, b) => a - b);
+  return { low: slopes[Math.floor(0.05 * runs)]!, high: slopes[Math.ceil(0.95 * runs) - 1]! };
+}

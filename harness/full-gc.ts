@@ -34,7 +34,8 @@ export function statusBytes<F extends string>(pid: number, fields: readonly F[])
 
 /**
  * A full garbage collection forced in another process through its inspector (HeapProfiler.collectGarbage: V8 collects
- * all it can, compacts, and shrinks the young generation), then its heap used read at once, and its RSS once the
+ * all it can, compacts, and shrinks the young generation), in each of its worker threads and then in the main thread,
+ * then the main thread's heap used read at once, and its RSS once the
  * process has had `trimWaitMs` to trim glibc's heaps after that GC (server.trimNativeMemory does so on the event
  * loop's next turns, after the collection's performance entry is delivered, or at most a second later when it trimmed
  * just before). Read this way,
@@ -51,22 +52,45 @@ export async function afterFullGc(url: string, pid: number, timeoutMs = 10_000, 
     setTimeout(() => reject(new Error(`inspector ${url} did not answer in ${timeoutMs} ms`)), timeoutMs).unref();
   });
   failed.catch(() => {});
+  // The worker threads' sessions (NodeWorker.attachedToWorker), and their answers, relayed by the main one.
+  const workers: string[] = [];
+  const workerPending = new Map<string, () => void>();
   socket.addEventListener("message", (event) => {
-    const message = JSON.parse(String(event.data)) as { id?: number; result?: unknown };
+    const message = JSON.parse(String(event.data)) as { id?: number; result?: unknown; method?: string; params?: { sessionId: string; message?: string } };
     if (message.id !== undefined) pending.get(message.id)?.(message.result);
+    else if (message.method === "NodeWorker.attachedToWorker") workers.push(message.params!.sessionId);
+    else if (message.method === "NodeWorker.receivedMessageFromWorker") {
+      const inner = JSON.parse(message.params!.message!) as { id?: number };
+      if (inner.id !== undefined) workerPending.get(`${message.params!.sessionId}:${inner.id}`)?.();
+    }
   });
-  const call = <T>(method: string) =>
+  const call = <T>(method: string, params?: unknown) =>
     Promise.race([
       failed,
       new Promise<T>((resolve) => {
         const id = nextId++;
         pending.set(id, resolve as (result: unknown) => void);
-        socket.send(JSON.stringify({ id, method }));
+        socket.send(JSON.stringify({ id, method, params }));
+      }),
+    ]);
+  /** A full GC in one worker thread: its isolate holds its own garbage, and the native buffers (tensors) it keeps. */
+  const collectInWorker = (sessionId: string) =>
+    Promise.race([
+      failed,
+      new Promise<void>((resolve) => {
+        const id = nextId++;
+        workerPending.set(`${sessionId}:${id}`, resolve);
+        void call("NodeWorker.sendMessageToWorker", { sessionId, message: JSON.stringify({ id, method: "HeapProfiler.collectGarbage" }) });
       }),
     ]);
   try {
     await Promise.race([failed, new Promise((resolve) => socket.addEventListener("open", resolve))]);
     const started = performance.now();
+    // The workers first, so that the main thread's collection (after which the process trims glibc's heaps) comes
+    // last. Node reports the workers already running while answering NodeWorker.enable.
+    await call("NodeWorker.enable", { waitForDebuggerOnStart: false });
+    await Promise.all(workers.map(collectInWorker));
+    await call("NodeWorker.disable");
     await call("HeapProfiler.collectGarbage");
     const pauseMs = performance.now() - started;
     const usage = await call<{ usedSize: number }>("Runtime.getHeapUsage");

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { floorSlopePerSecond, type Point } from "../harness/floor-slope.ts";
+import { floorSlopePerSecond, shuffledFloorSlopeBand, type Point } from "../harness/floor-slope.ts";
 
 /** Issue 47: the soak's leak fit follows the floor of readings whose noise (requests in flight) is on one side only. */
 
@@ -36,4 +36,16 @@ test("issue 47 floor slope: each stretch has its own level (a step at a fault is
   const steps = [0, 1, 2].map((g) => [0, 1, 2, 3].map((i) => ({ t: g * 600_000 + i * 60_000, y: (100 + 50 * g) * mb })));
   assert.equal(perTen(steps), 0);
   assert.ok(Number.isNaN(floorSlopePerSecond([[{ t: 0, y: 1 }, { t: 1, y: 2 }]])));
+});
+
+test("issue 47 floor slope: the shuffled band holds a flat series' slope, and not a rise of 2 MB per 10 min", () => {
+  const toPerTen = (perSecond: number) => (perSecond * 600) / mb;
+  for (const seed of [1, 2, 3]) {
+    const flat = readings(0, seed).flat();
+    const band = shuffledFloorSlopeBand(flat, 100);
+    assert.ok(toPerTen(band.low) < 0 && toPerTen(band.high) > 0, `seed ${seed}: ${toPerTen(band.low).toFixed(2)} to ${toPerTen(band.high).toFixed(2)}`);
+    const rising = readings(2, seed).flat();
+    const slope = toPerTen(floorSlopePerSecond([rising]));
+    assert.ok(slope > toPerTen(shuffledFloorSlopeBand(rising, 100).high), `seed ${seed}: ${slope.toFixed(2)} is above what the shuffled readings give`);
+  }
 });

@@ -30,6 +30,31 @@ test("issue 47 afterFullGc: a full GC forced through the inspector leaves what i
   }
 });
 
+test("issue 47 afterFullGc: the worker threads collect too, and the native buffers their garbage held go back", async () => {
+  // A worker fills 64 MB of ArrayBuffers (outside V8's heap) and drops them, then allocates nothing more: no GC of
+  // its own would come, and the main thread's does not reach a worker's isolate.
+  const worker = `
+    let dropped = Array.from({ length: 8 }, () => new Uint8Array(8 * 1024 * 1024).fill(7));
+    setTimeout(() => { dropped = null; require("node:worker_threads").parentPort.postMessage("dropped"); }, 300);
+    setInterval(() => {}, 1000);`;
+  const script = `
+    const { Worker } = require("node:worker_threads");
+    new Worker(${JSON.stringify(worker)}, { eval: true }).once("message", () =>
+      setTimeout(() => console.log(JSON.stringify(process.memoryUsage())), 200));
+    setInterval(() => {}, 1000);`;
+  const child = spawn(process.execPath, [inspectFlag, "-e", script], { stdio: ["ignore", "pipe", "pipe"] });
+  const stderr: string[] = [];
+  child.stderr.setEncoding("utf8").on("data", (d: string) => stderr.push(d));
+  try {
+    const [line] = (await once(child.stdout.setEncoding("utf8"), "data")) as [string];
+    const before = JSON.parse(line) as { rss: number };
+    const reading = await afterFullGc(inspectorUrl(stderr), child.pid!, 10_000, 200);
+    assert.ok(before.rss - reading.rss > 48 * mb, `RSS ${(before.rss / mb).toFixed(1)} → ${(reading.rss / mb).toFixed(1)} MB: the worker's 64 MB went`);
+  } finally {
+    child.kill();
+  }
+});
+
 test("issue 47 afterFullGc: a process without an inspector is an error that says how to start it", () => {
   assert.throws(() => inspectorUrl(["listening https://127.0.0.1:1\n"]), /--inspect=127\.0\.0\.1:0/);
 });

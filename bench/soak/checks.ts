@@ -1,4 +1,4 @@
-import { floorSlopePerSecond } from "../../harness/floor-slope.ts";
+import { floorSlopePerSecond, shuffledFloorSlopeBand } from "../../harness/floor-slope.ts";
 import type { FaultWindow } from "./faults.ts";
 import type { Sample } from "./sampler.ts";
 
@@ -64,14 +64,14 @@ const settleMs = 60_000;
 const shortestStretchMs = 60_000;
 
 /**
- * No leak: RSS and heap just after a full GC (forced by the sampler, so that each reading is taken in the same state:
- * decision 0044), over the last `windowMs` of the traffic, rise less than 1 MB per 10 minutes, for each replica process
- * that lived through most of that window (after its warm-up). A fault or the batch raises memory in one step (a
- * replica failing over takes the other's traffic; the allocator keeps its high-water mark), which is not a leak, while
- * a leak rises between faults too: the slope is fitted to the stretches free of faults (each from `settleMs` after one
- * ends until the next begins), each with its own level. It is the slope of their floor (harness/floor-slope.ts, the
- * 10% quantile line; decision 0046): a reading holds what the requests in flight hold at that moment, noise on one
- * side only, while a leak raises the floor.
+ * No leak: RSS and heap just after a full GC (forced by the sampler in the worker threads and then the main thread, so
+ * that each reading is taken in the same state: decisions 0044, 0048), over the last `windowMs` of the traffic, rise
+ * less than 1 MB per 10 minutes, for each replica process that lived through most of that window (after its
+ * warm-up). One line is fitted to every reading of the window outside the faults (each fault, and the batch, from its
+ * start until `settleMs` after its end): the issue's "fitted slope over the last 40 minutes". It is the slope of their
+ * floor (harness/floor-slope.ts, the 10% quantile line; decision 0046): a reading holds what the requests in flight
+ * hold at that moment, noise on one side only, while a leak raises the floor. Each figure comes with the band the same
+ * fit gives the same readings shuffled (decision 0048): how much of it noise alone could make.
  */
 export function leakChecks(samples: Sample[], trafficEnd: number, windowMs: number, windowLabel: string, transients: { start: number; end: number }[]): Check[] {
   const from = trafficEnd - windowMs;
@@ -95,18 +95,19 @@ export function leakChecks(samples: Sample[], trafficEnd: number, windowMs: numb
     const usable = stretches.filter((st) => st.length >= 3 && st.at(-1)!.t - st[0]!.t >= shortestStretchMs);
     const span = usable.reduce((n, st) => n + (st.at(-1)!.t - st[0]!.t), 0);
     for (const field of ["heapAfterFullGc", "rssAfterFullGc"] as const) {
-      const points = usable.map((st) => st.map((x) => ({ t: x.t, y: x[field] })));
-      const perTen = span > 0 ? (floorSlopePerSecond(points) * 600) / mb : Number.NaN;
+      const points = usable.flatMap((st) => st.map((x) => ({ t: x.t, y: x[field] })));
+      const toPerTen = (perSecond: number) => (perSecond * 600) / mb;
+      const perTen = span > 0 ? toPerTen(floorSlopePerSecond([points])) : Number.NaN;
+      const noise = span > 0 ? shuffledFloorSlopeBand(points) : { low: Number.NaN, high: Number.NaN };
       // The least-squares figure the earlier hours judged by, for comparison: it follows the requests in flight too.
-      const weighted = points.reduce((n, st) => n + slopePerSecond(st) * (st.at(-1)!.t - st[0]!.t), 0);
-      const leastSquares = span > 0 ? ((weighted / span) * 600) / mb : Number.NaN;
+      const leastSquares = span > 0 ? toPerTen(slopePerSecond(points)) : Number.NaN;
       // 1 MB per 10 min cannot be told from a GC's noise in less than 10 minutes: a shorter span may rise 1 MB in all.
       const rise = (perTen * span) / 600_000;
       const pass = span >= 600_000 ? perTen < 1 : rise < 1;
       checks.push({
         name: `no leak: replica ${replica} (pid ${pid}) ${field === "heapAfterFullGc" ? "heap" : "RSS"} after a full GC, ${windowLabel}`,
         pass,
-        detail: `${perTen.toFixed(2)} MB per 10 min (${rise.toFixed(2)} MB in all; least squares ${leastSquares.toFixed(2)}) over ${usable.length} fault-free stretches (${(span / 60_000).toFixed(1)} min, ${usable.reduce((n, st) => n + st.length, 0)} samples; limit < 1 MB per 10 min${span < 600_000 ? ", < 1 MB in all under 10 min" : ""})`,
+        detail: `${perTen.toFixed(2)} MB per 10 min (${rise.toFixed(2)} MB in all; least squares ${leastSquares.toFixed(2)}; shuffled, the same readings give ${toPerTen(noise.low).toFixed(2)} to ${toPerTen(noise.high).toFixed(2)}) over ${usable.length} fault-free stretches (${(span / 60_000).toFixed(1)} min, ${usable.reduce((n, st) => n + st.length, 0)} samples; limit < 1 MB per 10 min${span < 600_000 ? ", < 1 MB in all under 10 min" : ""})`,
       });
     }
   }

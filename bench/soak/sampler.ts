@@ -28,7 +28,7 @@ export interface Sample {
   external: number;
   heapAfterGc: number;
   rssAfterGc: number;
-  /** Heap used and RSS just after a full GC the sampler forced (every `fullGcEvery`-th sample; NaN on the others): the leak readings. */
+  /** Heap used and RSS just after a full GC the sampler forced (NaN when the inspector did not answer): the leak readings. */
   heapAfterFullGc: number;
   rssAfterFullGc: number;
   loopP99Ms: number;
@@ -73,12 +73,12 @@ function openFds(pid: number): number {
 }
 
 /**
- * Samples every replica every `everyMs` through its own /metrics (the metrics token), into `csvFile`; every
- * `fullGcEvery`-th time it also forces a full GC in each through its inspector and reads heap and RSS just after.
+ * Samples every replica every `everyMs` through its own /metrics (the metrics token), into `csvFile`; each time it
+ * also forces a full GC in each (its worker threads, then its main thread) through its inspector and reads heap and
+ * RSS just after (decision 0048).
  */
 export class Sampler {
   readonly samples: Sample[] = [];
-  private rounds = 0;
   private readonly last = new Map<number, { t: number; counts: Record<string, number> }>();
   private readonly agent: Agent;
   private timer: NodeJS.Timeout | null = null;
@@ -87,7 +87,6 @@ export class Sampler {
     private readonly topology: Topology,
     private readonly csvFile: string,
     ca: string,
-    private readonly fullGcEvery = 3,
   ) {
     this.agent = new Agent({ connect: { ca } });
     writeFileSync(csvFile, sampleColumns.join(",") + "\n");
@@ -105,16 +104,15 @@ export class Sampler {
   }
 
   async sampleAll(): Promise<void> {
-    const fullGc = this.rounds++ % this.fullGcEvery === 0;
-    await Promise.all(this.topology.replicas.map((replica, index) => this.sampleOne(index, replica, fullGc).catch(() => {})));
+    await Promise.all(this.topology.replicas.map((replica, index) => this.sampleOne(index, replica).catch(() => {})));
   }
 
-  private async sampleOne(replica: number, server: SpawnedServer, fullGc: boolean): Promise<void> {
+  private async sampleOne(replica: number, server: SpawnedServer): Promise<void> {
     const pid = server.child.pid!;
     const res = await fetch(`${server.origin}/metrics`, { headers: { authorization: `Bearer ${metricsToken}` }, dispatcher: this.agent } as RequestInit);
     const text = await res.text();
     // After the scrape, so that the ordinary readings are the process as it runs.
-    const reading = fullGc ? await afterFullGc(inspectorUrl(server.stderr), pid).catch(() => null) : null;
+    const reading = await afterFullGc(inspectorUrl(server.stderr), pid).catch(() => null);
     const t = Date.now();
     const counts = requestsByStatus(text);
     const before = this.last.get(pid);

@@ -87,9 +87,7 @@ for (let round = 0; round < 4; round++) {
   await (await api.post("/v1/audio/transcriptions", form, warm)).arrayBuffer();
 }
 
-// A full GC forced every 30 s in the hour; every 10 s when the run (and so each stretch free of faults) is shorter.
-const fullGcEvery = Math.max(1, Math.round(3 * scale));
-const sampler = new Sampler(topology, path.join(outDir, "samples.csv"), ca, fullGcEvery);
+const sampler = new Sampler(topology, path.join(outDir, "samples.csv"), ca);
 await sampler.sampleAll();
 const idleStart: Sample[] = [...sampler.samples];
 sampler.start(10_000);
@@ -204,7 +202,7 @@ function revocationCheck(rs: RequestRecord[]): Check {
 const machine = `${hostname()}: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${(totalmem() / 2 ** 30).toFixed(1)} GB, Node ${process.version}, commit ${commit}`;
 const notes = [
   `${minutes} min of traffic (${records.length} requests recorded by the clients), then 70 s idle.`,
-  ...(scale !== 1 ? [`Shorter than the hour: the leak fit covers the last ${(leakWindowMs / 60_000).toFixed(1)} min, recovery compares ${recoveryMs / 1000} s windows, 5xx are allowed up to ${graceMs / 1000} s after a fault ends, a full GC is forced every ${fullGcEvery * 10} s.`] : []),
+  ...(scale !== 1 ? [`Shorter than the hour: the leak fit covers the last ${(leakWindowMs / 60_000).toFixed(1)} min, recovery compares ${recoveryMs / 1000} s windows, 5xx are allowed up to ${graceMs / 1000} s after a fault ends.`] : []),
   `kill -9: the restarted replica wrote ${recovered.reduce((n, r) => n + r.events, 0)} usage events (${recovered.reduce((n, r) => n + r.batches, 0)} journal files) that the killed one had not written to the database; without the journal they were lost.`,
     `Fault schedule: ${schedule(minutes * 60).map((s) => `${(s.at / 60).toFixed(1)}′ ${s.fault.name}`).join("; ")}.`,
 ];
