@@ -18,13 +18,14 @@ export class ConnectionDrain {
 
   /** `server` is the HTTPS server: its connections are reported once their TLS handshake is done. */
   constructor(server: Server) {
-    server.on("secureConnection", (socket: Socket) => {
-      this.inFlight.set(socket, 0);
-      socket.once("close", () => this.inFlight.delete(socket));
-    });
+    server.on("secureConnection", (socket: Socket) => this.track(socket));
     server.on("request", (request, response) => {
       const socket: Socket = request.socket;
-      this.inFlight.set(socket, (this.inFlight.get(socket) ?? 0) + 1);
+      if (!this.inFlight.has(socket)) {
+        if (socket.destroyed) return;
+        this.track(socket);
+      }
+      this.inFlight.set(socket, this.inFlight.get(socket)! + 1);
       response.once("close", () => {
         const count = this.inFlight.get(socket);
         if (count === undefined) return;
@@ -46,6 +47,11 @@ export class ConnectionDrain {
     setImmediate(() => {
       for (const [socket, count] of this.inFlight) if (count > 0) socket.destroy();
     });
+  }
+
+  private track(socket: Socket): void {
+    this.inFlight.set(socket, 0);
+    socket.once("close", () => this.inFlight.delete(socket));
   }
 
   private endIfIdle(socket: Socket): void {
