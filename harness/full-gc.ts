@@ -59,7 +59,10 @@ export async function afterFullGc(url: string, pid: number, timeoutMs = 10_000, 
     const message = JSON.parse(String(event.data)) as { id?: number; result?: unknown; method?: string; params?: { sessionId: string; message?: string } };
     if (message.id !== undefined) pending.get(message.id)?.(message.result);
     else if (message.method === "NodeWorker.attachedToWorker") workers.push(message.params!.sessionId);
-    else if (message.method === "NodeWorker.receivedMessageFromWorker") {
+    else if (message.method === "NodeWorker.detachedFromWorker") {
+      // A worker that exits meanwhile (it failed, or its pool closed) answers nothing more: nothing is left to collect.
+      for (const [key, resolve] of workerPending) if (key.startsWith(`${message.params!.sessionId}:`)) resolve();
+    } else if (message.method === "NodeWorker.receivedMessageFromWorker") {
       const inner = JSON.parse(message.params!.message!) as { id?: number };
       if (inner.id !== undefined) workerPending.get(`${message.params!.sessionId}:${inner.id}`)?.();
     }
