@@ -53,14 +53,19 @@ export function floorSlopePerSecond(groups: Point[][], tau = 0.1): number {
   return ((lo + hi) / 2) * 1000;
 }
 
+/** A deterministic generator of numbers in [0, 1) (a linear congruential one): the same seed, the same sequence. */
+export function seededRandom(seed: number): () => number {
+  let s = seed;
+  return () => (s = (s * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
+}
+
 /**
  * What the fit reads from noise alone: the floor slope of the same readings in shuffled order (the same values, no
  * trend left), `runs` times; the 5% and 95% of those slopes, per second. A slope inside that band cannot be told from
  * a flat series with this much noise. The shuffle is seeded, so a report reads the same when run again.
  */
 export function shuffledFloorSlopeBand(points: Point[], runs = 200, tau = 0.1, seed = 1): { low: number; high: number } {
-  let s = seed;
-  const next = () => (s = (s * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
+  const next = seededRandom(seed);
   const slopes: number[] = [];
   for (let run = 0; run < runs; run++) {
     const ys = points.map((p) => p.y);

@@ -1,19 +1,14 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { floorSlopePerSecond, shuffledFloorSlopeBand, type Point } from "../harness/floor-slope.ts";
+import { floorSlopePerSecond, seededRandom, shuffledFloorSlopeBand, type Point } from "../harness/floor-slope.ts";
 
 /** Issue 47: the soak's leak fit follows the floor of readings whose noise (requests in flight) is on one side only. */
 
 const mb = 1024 * 1024;
-/** A deterministic generator, so the test reads the same on every run. */
-function random(seed: number): () => number {
-  let s = seed;
-  return () => ((s = (s * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
-}
-
 /** Five stretches of 12 readings 30 s apart, each at its own level: floor + slope, plus 0–30 MB on a third of them. */
 function readings(mbPerTenMinutes: number, seed: number): Point[][] {
-  const next = random(seed);
+  // Seeded, so the test reads the same on every run.
+  const next = seededRandom(seed);
   return Array.from({ length: 5 }, (_, g) =>
     Array.from({ length: 12 }, (_, i) => {
       const t = g * 480_000 + i * 30_000;

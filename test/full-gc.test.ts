@@ -7,6 +7,22 @@ import { afterFullGc, inspectFlag, inspectorUrl } from "../harness/full-gc.ts";
 
 const mb = 1024 * 1024;
 
+/**
+ * Runs `script` in a process with an inspector, waits for the first line it prints (its memory before), and gives
+ * `check` that line and a full GC taken then; the process is killed after.
+ */
+async function afterScript(script: string, check: (before: NodeJS.MemoryUsage, reading: Awaited<ReturnType<typeof afterFullGc>>) => void, trimWaitMs?: number): Promise<void> {
+  const child = spawn(process.execPath, [inspectFlag, "-e", script], { stdio: ["ignore", "pipe", "pipe"] });
+  const stderr: string[] = [];
+  child.stderr.setEncoding("utf8").on("data", (d: string) => stderr.push(d));
+  try {
+    const [line] = (await once(child.stdout.setEncoding("utf8"), "data")) as [string];
+    check(JSON.parse(line) as NodeJS.MemoryUsage, await afterFullGc(inspectorUrl(stderr), child.pid!, 10_000, trimWaitMs));
+  } finally {
+    child.kill();
+  }
+}
+
 test("issue 47 afterFullGc: a full GC forced through the inspector leaves what is held and frees the garbage", async () => {
   // 40 MB held, and 32 MB let go once it has reached the old generation: garbage no minor GC takes.
   const script = `
@@ -15,19 +31,11 @@ test("issue 47 afterFullGc: a full GC forced through the inspector leaves what i
     setTimeout(() => { dropped = null; }, 300);
     setTimeout(() => console.log(JSON.stringify(process.memoryUsage())), 800);
     setInterval(() => {}, 1000);`;
-  const child = spawn(process.execPath, [inspectFlag, "-e", script], { stdio: ["ignore", "pipe", "pipe"] });
-  const stderr: string[] = [];
-  child.stderr.setEncoding("utf8").on("data", (d: string) => stderr.push(d));
-  try {
-    const [line] = (await once(child.stdout.setEncoding("utf8"), "data")) as [string];
-    const before = JSON.parse(line) as { heapUsed: number };
-    const reading = await afterFullGc(inspectorUrl(stderr), child.pid!);
+  await afterScript(script, (before, reading) => {
     assert.ok(reading.heap >= 40 * mb && reading.heap < 40 * mb + 12 * mb, `heap after the full GC ${(reading.heap / mb).toFixed(1)} MB holds the 40 MB and little else`);
     assert.ok(reading.heap < before.heapUsed, `the garbage went: ${(before.heapUsed / mb).toFixed(1)} MB before`);
     assert.ok(reading.rss > reading.heap, "RSS is read from the process");
-  } finally {
-    child.kill();
-  }
+  });
 });
 
 test("issue 47 afterFullGc: the worker threads collect too, and the native buffers their garbage held go back", async () => {
@@ -42,17 +50,11 @@ test("issue 47 afterFullGc: the worker threads collect too, and the native buffe
     new Worker(${JSON.stringify(worker)}, { eval: true }).once("message", () =>
       setTimeout(() => console.log(JSON.stringify(process.memoryUsage())), 200));
     setInterval(() => {}, 1000);`;
-  const child = spawn(process.execPath, [inspectFlag, "-e", script], { stdio: ["ignore", "pipe", "pipe"] });
-  const stderr: string[] = [];
-  child.stderr.setEncoding("utf8").on("data", (d: string) => stderr.push(d));
-  try {
-    const [line] = (await once(child.stdout.setEncoding("utf8"), "data")) as [string];
-    const before = JSON.parse(line) as { rss: number };
-    const reading = await afterFullGc(inspectorUrl(stderr), child.pid!, 10_000, 200);
-    assert.ok(before.rss - reading.rss > 48 * mb, `RSS ${(before.rss / mb).toFixed(1)} → ${(reading.rss / mb).toFixed(1)} MB: the worker's 64 MB went`);
-  } finally {
-    child.kill();
-  }
+  await afterScript(
+    script,
+    (before, reading) => assert.ok(before.rss - reading.rss > 48 * mb, `RSS ${(before.rss / mb).toFixed(1)} → ${(reading.rss / mb).toFixed(1)} MB: the worker's 64 MB went`),
+    200,
+  );
 });
 
 test("issue 47 afterFullGc: a process without an inspector is an error that says how to start it", () => {

@@ -107,7 +107,7 @@ export function leakChecks(samples: Sample[], trafficEnd: number, windowMs: numb
       checks.push({
         name: `no leak: replica ${replica} (pid ${pid}) ${field === "heapAfterFullGc" ? "heap" : "RSS"} after a full GC, ${windowLabel}`,
         pass,
-        detail: `${perTen.toFixed(2)} MB per 10 min (${rise.toFixed(2)} MB in all; least squares ${leastSquares.toFixed(2)}; shuffled, the same readings give ${toPerTen(noise.low).toFixed(2)} to ${toPerTen(noise.high).toFixed(2)}) over ${usable.length} fault-free stretches (${(span / 60_000).toFixed(1)} min, ${usable.reduce((n, st) => n + st.length, 0)} samples; limit < 1 MB per 10 min${span < 600_000 ? ", < 1 MB in all under 10 min" : ""})`,
+        detail: `${perTen.toFixed(2)} MB per 10 min (${rise.toFixed(2)} MB in all; least squares ${leastSquares.toFixed(2)}; shuffled, the same readings give ${toPerTen(noise.low).toFixed(2)} to ${toPerTen(noise.high).toFixed(2)}) over ${usable.length} fault-free stretches (${(span / 60_000).toFixed(1)} min, ${points.length} samples; limit < 1 MB per 10 min${span < 600_000 ? ", < 1 MB in all under 10 min" : ""})`,
       });
     }
   }
