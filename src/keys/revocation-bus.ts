@@ -1,4 +1,5 @@
 import { Redis } from "ioredis";
+import { subscribedConnection } from "../store/redis-subscriber.ts";
 import type { AuditEntry } from "../store/audit.repo.ts";
 
 const channel = "modelgate:revocations";
@@ -77,20 +78,13 @@ export class RedisRevocationBus implements RevocationBus {
   }
 
   async subscribe(onRevoked: (keyId: string) => void): Promise<void> {
-    const subscriber = new Redis(this.url, { lazyConnect: true, connectTimeout: 1000 });
-    subscriber.on("error", () => {
-      // ioredis reconnects and resubscribes on its own.
-    });
-    subscriber.on("message", (_channel: string, message: string) => {
+    this.subscriber = await subscribedConnection(this.url, channel, (message) => {
       try {
         onRevoked((JSON.parse(message) as { keyId: string }).keyId);
       } catch {
         // not one of ours
       }
     });
-    await subscriber.connect();
-    await subscriber.subscribe(channel);
-    this.subscriber = subscriber;
   }
 
   async close(): Promise<void> {

@@ -1,4 +1,5 @@
 import { Redis } from "ioredis";
+import { subscribedConnection } from "../../store/redis-subscriber.ts";
 
 const channel = "modelgate:batches:cancel";
 
@@ -13,15 +14,10 @@ export class BatchCancelBus {
   ) {}
 
   static async connect(url: string, onCancel: (batchId: string) => void): Promise<BatchCancelBus> {
-    const options = { lazyConnect: true, connectTimeout: 1000 };
-    const publisher = new Redis(url, { ...options, maxRetriesPerRequest: 1, commandTimeout: 1000 });
-    const subscriber = new Redis(url, options);
-    // Reported by the failing call; ioredis reconnects (and resubscribes) on its own.
+    const publisher = new Redis(url, { lazyConnect: true, connectTimeout: 1000, maxRetriesPerRequest: 1, commandTimeout: 1000 });
+    // Reported by the failing call; ioredis reconnects on its own.
     publisher.on("error", () => {});
-    subscriber.on("error", () => {});
-    subscriber.on("message", (_channel: string, batchId: string) => onCancel(batchId));
-    await Promise.all([publisher.connect(), subscriber.connect()]);
-    await subscriber.subscribe(channel);
+    const [subscriber] = await Promise.all([subscribedConnection(url, channel, onCancel), publisher.connect()]);
     return new BatchCancelBus(publisher, subscriber);
   }
 
