@@ -1,23 +1,28 @@
 #!/usr/bin/env node
 // `npm test`: every test/*.test.ts (or the files named as arguments) through Node's test runner, in two phases.
-// First every file not marked to run alone, several at once (MODELGATE_TEST_CONCURRENCY, default 3); then each file
+// First every file not marked to run alone, several at once (MODELGATE_TEST_CONCURRENCY, default 5); then each file
 // marked `// test: alone (why)` near its top, one at a time with nothing else running. A file is marked when what it
 // asserts depends on the machine's spare CPU (a time budget, a throughput floor), not on another file's data: every
-// file gets its own port, temp dir, database and Redis keys from the harness. Ends with one line of totals.
+// file gets its own port, temp dir, database and Redis keys from the harness. Files marked `// test: long (why)` start
+// first in their phase, so that the last minutes are not one long file running after all the short ones have ended.
+// Ends with one line of totals.
 import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 
 const root = path.resolve(import.meta.dirname, "..");
 const aloneMark = /^\/\/ test: alone\b/m;
-const concurrency = Number(process.env.MODELGATE_TEST_CONCURRENCY ?? 3);
+const longMark = /^\/\/ test: long\b/m;
+const concurrency = Number(process.env.MODELGATE_TEST_CONCURRENCY ?? 5);
 if (!Number.isInteger(concurrency) || concurrency < 1) throw new Error(`MODELGATE_TEST_CONCURRENCY must be a whole number ≥ 1, not ${process.env.MODELGATE_TEST_CONCURRENCY}`);
 
 const files = process.argv.length > 2
   ? process.argv.slice(2)
   : readdirSync(path.join(root, "test")).filter((f) => f.endsWith(".test.ts")).sort().map((f) => `test/${f}`);
-const alone = files.filter((f) => aloneMark.test(readFileSync(path.resolve(root, f), "utf8").slice(0, 4000)));
-const together = files.filter((f) => !alone.includes(f));
+const head = (f) => readFileSync(path.resolve(root, f), "utf8").slice(0, 4000);
+const longFirst = (group) => [...group.filter((f) => longMark.test(head(f))), ...group.filter((f) => !longMark.test(head(f)))];
+const alone = longFirst(files.filter((f) => aloneMark.test(head(f))));
+const together = longFirst(files.filter((f) => !alone.includes(f)));
 
 const times = path.join(root, ".cache/test-times");
 rmSync(times, { recursive: true, force: true });

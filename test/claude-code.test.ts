@@ -1,3 +1,4 @@
+// test: long (37 s alone, 33 s of it CPU)
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startServer, type TestServer } from "../harness/server.ts";

@@ -1,3 +1,4 @@
+// test: long (24 s alone, 22 s of it CPU)
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";

@@ -167,4 +167,8 @@ test("Dockerfile: multi-stage, non-root, the data dir a volume, a health check o
   assert.match(dockerfile, /MODELGATE_DATA_DIR=\/data/);
   // The server reads the console's files at start: without them in the image, serve fails.
   assert.match(dockerfile, /^COPY console \.\/console$/m);
+  // The allocator a long-running server needs (decision 0050), preloaded in the image that runs it.
+  const runStage = dockerfile.slice(dockerfile.lastIndexOf("\nFROM "));
+  assert.match(runStage, /apt-get install -y --no-install-recommends libjemalloc2/);
+  assert.match(runStage, /^ENV LD_PRELOAD=\/usr\/local\/lib\/libjemalloc\.so\.2$/m);
 });

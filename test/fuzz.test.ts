@@ -1,3 +1,4 @@
+// test: long (33 s alone, 26 s of it CPU)
 // Issue 15: a property-based corpus (fast-check, fixed seed) over every route in the route table, the admin API and
 // the raw-socket HTTP layer. Properties: no 5xx but 503 with Retry-After; every non-2xx is the §7 envelope with a
 // code whose status and type agree with the catalog, plus x-request-id and the rate-limit headers; every request is

@@ -1,3 +1,4 @@
+// test: long (29 s alone, 19 s of it CPU)
 // Issue 16: keep serving when Redis or PostgreSQL go away, limit admin-token guessing, drain cleanly at shutdown.
 // Outages are cut with a TCP proxy in front of the shared services; each scenario runs real `modelgate serve`
 // processes.

@@ -1,3 +1,4 @@
+// test: long (37 s alone, 17 s of it CPU)
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile, spawn } from "node:child_process";

@@ -1,3 +1,4 @@
+// test: long (35 s alone, 31 s of it CPU)
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import type { ChatMessage } from "../src/engines/engine.ts";

@@ -1,3 +1,4 @@
+// test: long (80 s alone, 31 s of it CPU)
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import path from "node:path";
