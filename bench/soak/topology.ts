@@ -1,4 +1,4 @@
-import { writeFileSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import YAML from "yaml";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
@@ -14,6 +14,16 @@ export const adminToken = "soak-admin-token-Xq7vT2mLp9Rk4sWz8nYc1bHf";
 export const metricsToken = "soak-metrics-token-Qm3vT8xLp2Rk7sWz5nYc1b";
 const storiesFile = path.join(modelsDir, "stories260K.gguf");
 const llamaArgs = ["-c", "1024", "-np", "2", "-t", "1"];
+
+/**
+ * The allocator the replicas run on, as docs/operations.md advises for a server that runs for weeks (decision 0050):
+ * jemalloc preloaded when Debian's libjemalloc2 is installed, unless SOAK_ALLOCATOR=glibc.
+ */
+export const replicaAllocator: { name: "jemalloc" | "glibc"; env: NodeJS.ProcessEnv } = (() => {
+  const jemalloc = `/usr/lib/${process.arch === "arm64" ? "aarch64" : "x86_64"}-linux-gnu/libjemalloc.so.2`;
+  if (process.env.SOAK_ALLOCATOR === "glibc" || !existsSync(jemalloc)) return { name: "glibc", env: {} };
+  return { name: "jemalloc", env: { LD_PRELOAD: jemalloc } };
+})();
 
 /** What the soak runs: the peers, the shared services behind proxies it can cut, two replicas and their balancer. */
 export interface Topology {
@@ -100,7 +110,7 @@ export async function startTopology(dir: string): Promise<Topology> {
   // by each file's parsed map as errors' stacks first pass through it); each replica with its inspector on loopback,
   // through which the sampler forces a full GC before reading memory (full-gc.ts).
   const entry = compiledCliPath();
-  const spawnReplica = () => spawnServer(raw, dir, [], {}, entry, [inspectFlag]);
+  const spawnReplica = () => spawnServer(raw, dir, [], replicaAllocator.env, entry, [inspectFlag]);
   for (let i = 0; i < 2; i++) replicas.push(await spawnReplica());
   const portOf = (r: SpawnedServer) => Number(new URL(r.origin).port);
   const balancer = await Balancer.start(replicas.map(portOf));
