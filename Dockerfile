@@ -20,7 +20,7 @@ ENV NODE_ENV=production \
     MODELGATE_PORT=8443 \
     MODELGATE_DATA_DIR=/data
 # jemalloc in place of glibc's malloc (decision 0050): under hours of mixed traffic glibc's heaps keep growing with
-# memory the process no longer holds (docs/operations.md, "Which allocator"); jemalloc's stay flat.
+# memory the process no longer holds (docs/operations.md, "Which allocator"); jemalloc's did not in the same probe.
 RUN apt-get update && apt-get install -y --no-install-recommends libjemalloc2 && rm -rf /var/lib/apt/lists/* \
     && ln -s "$(ls /usr/lib/*-linux-gnu/libjemalloc.so.2)" /usr/local/lib/libjemalloc.so.2
 ENV LD_PRELOAD=/usr/local/lib/libjemalloc.so.2
