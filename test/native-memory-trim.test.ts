@@ -66,5 +66,7 @@ test("issue 47 trims are spaced: a GC within the spacing gets one trim at its en
   assert.equal(trims.length, 1, "the next two wait");
   await new Promise((resolve) => setTimeout(resolve, 250));
   assert.equal(trims.length, 2, "one trim covered both");
-  assert.ok(trims[1]! >= 99, `at the end of the spacing: ${trims[1]!.toFixed(0)} ms`);
+  // Not at once, but at the end of the spacing: libuv's timers count whole milliseconds from the loop's cached time,
+  // so one may fire a millisecond or two before performance.now() reads 100 (CI measured 98.x ms once).
+  assert.ok(trims[1]! >= 90, `at the end of the spacing: ${trims[1]!.toFixed(1)} ms`);
 });
