@@ -19,9 +19,9 @@ if (!Number.isInteger(concurrency) || concurrency < 1) throw new Error(`MODELGAT
 const files = process.argv.length > 2
   ? process.argv.slice(2)
   : readdirSync(path.join(root, "test")).filter((f) => f.endsWith(".test.ts")).sort().map((f) => `test/${f}`);
-const head = (f) => readFileSync(path.resolve(root, f), "utf8").slice(0, 4000);
-const longFirst = (group) => [...group.filter((f) => longMark.test(head(f))), ...group.filter((f) => !longMark.test(head(f)))];
-const alone = longFirst(files.filter((f) => aloneMark.test(head(f))));
+const heads = new Map(files.map((f) => [f, readFileSync(path.resolve(root, f), "utf8").slice(0, 4000)]));
+const longFirst = (group) => [...group.filter((f) => longMark.test(heads.get(f))), ...group.filter((f) => !longMark.test(heads.get(f)))];
+const alone = longFirst(files.filter((f) => aloneMark.test(heads.get(f))));
 const together = longFirst(files.filter((f) => !alone.includes(f)));
 
 const times = path.join(root, ".cache/test-times");

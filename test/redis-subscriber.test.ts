@@ -31,7 +31,6 @@ after(async () => {
  */
 async function closeWhileResubscribing(subscriber: Redis, proxy: TcpProxy): Promise<void> {
   const closed = new Promise<void>((resolve) => subscriber.once("end", resolve));
-  proxy.delay(1000);
   subscriber.once("ready", () => subscriber.disconnect());
   proxy.cut("refuse");
   proxy.restore();
