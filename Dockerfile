@@ -21,9 +21,12 @@ ENV NODE_ENV=production \
     MODELGATE_DATA_DIR=/data
 # jemalloc in place of glibc's malloc (decision 0050): under hours of mixed traffic glibc's heaps keep growing with
 # memory the process no longer holds (docs/operations.md, "Which allocator"); jemalloc's did not in the same probe.
+# Its background thread returns what a thread freed and then left idle (an ONNX worker between requests); without it
+# jemalloc purges an arena only when that arena is used again (decision 0051).
 RUN apt-get update && apt-get install -y --no-install-recommends libjemalloc2 && rm -rf /var/lib/apt/lists/* \
     && ln -s "$(ls /usr/lib/*-linux-gnu/libjemalloc.so.2)" /usr/local/lib/libjemalloc.so.2
-ENV LD_PRELOAD=/usr/local/lib/libjemalloc.so.2
+ENV LD_PRELOAD=/usr/local/lib/libjemalloc.so.2 \
+    MALLOC_CONF=background_thread:true
 WORKDIR /app
 COPY --from=build --chown=node:node /app /app
 COPY --chown=node:node deploy/healthcheck.mjs /app/deploy/healthcheck.mjs

@@ -170,5 +170,5 @@ test("Dockerfile: multi-stage, non-root, the data dir a volume, a health check o
   // The allocator a long-running server needs (decision 0050), preloaded in the image that runs it.
   const runStage = dockerfile.slice(dockerfile.lastIndexOf("\nFROM "));
   assert.match(runStage, /apt-get install -y --no-install-recommends libjemalloc2/);
-  assert.match(runStage, /^ENV LD_PRELOAD=\/usr\/local\/lib\/libjemalloc\.so\.2$/m);
+  assert.match(runStage, /^ENV LD_PRELOAD=\/usr\/local\/lib\/libjemalloc\.so\.2 \\\n\s+MALLOC_CONF=background_thread:true$/m);
 });

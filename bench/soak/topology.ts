@@ -1,4 +1,4 @@
-import { existsSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import YAML from "yaml";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
@@ -9,6 +9,7 @@ import { compiledCliPath, modelsDir, spawnServer, type SpawnedServer } from "../
 import { inspectFlag } from "../../harness/full-gc.ts";
 import { TcpProxy } from "../../harness/tcp-proxy.ts";
 import { Balancer } from "../../harness/balancer.ts";
+import { debianJemalloc, imageMallocConf } from "../../harness/allocator.ts";
 
 export const adminToken = "soak-admin-token-Xq7vT2mLp9Rk4sWz8nYc1bHf";
 export const metricsToken = "soak-metrics-token-Qm3vT8xLp2Rk7sWz5nYc1b";
@@ -17,12 +18,12 @@ const llamaArgs = ["-c", "1024", "-np", "2", "-t", "1"];
 
 /**
  * The allocator the replicas run on, as docs/operations.md advises for a server that runs for weeks (decision 0050):
- * jemalloc preloaded when Debian's libjemalloc2 is installed, unless SOAK_ALLOCATOR=glibc.
+ * jemalloc preloaded when Debian's libjemalloc2 is installed, with the container image's MALLOC_CONF (decision 0051),
+ * unless SOAK_ALLOCATOR=glibc.
  */
 export const replicaAllocator: { name: "jemalloc" | "glibc"; env: NodeJS.ProcessEnv } = (() => {
-  const jemalloc = `/usr/lib/${process.arch === "arm64" ? "aarch64" : "x86_64"}-linux-gnu/libjemalloc.so.2`;
-  if (process.env.SOAK_ALLOCATOR === "glibc" || !existsSync(jemalloc)) return { name: "glibc", env: {} };
-  return { name: "jemalloc", env: { LD_PRELOAD: jemalloc } };
+  if (process.env.SOAK_ALLOCATOR === "glibc" || !debianJemalloc) return { name: "glibc", env: {} };
+  return { name: "jemalloc", env: { LD_PRELOAD: debianJemalloc, MALLOC_CONF: imageMallocConf() } };
 })();
 
 /** What the soak runs: the peers, the shared services behind proxies it can cut, two replicas and their balancer. */
