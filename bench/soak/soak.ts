@@ -202,7 +202,7 @@ function revocationCheck(rs: RequestRecord[]): Check {
 const machine = `${hostname()}: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${(totalmem() / 2 ** 30).toFixed(1)} GB, Node ${process.version}, commit ${commit}`;
 const notes = [
   `${minutes} min of traffic (${records.length} requests recorded by the clients), then 70 s idle.`,
-  `The replicas ran on ${replicaAllocator.name === "jemalloc" ? `jemalloc (LD_PRELOAD=${replicaAllocator.env.LD_PRELOAD}), as docs/operations.md advises for a long-running server` : "glibc's malloc"}.`,
+  `The replicas ran on ${replicaAllocator.name === "jemalloc" ? `jemalloc (LD_PRELOAD=${replicaAllocator.env.LD_PRELOAD}, MALLOC_CONF=${replicaAllocator.env.MALLOC_CONF}), as docs/operations.md advises for a long-running server` : "glibc's malloc"}.`,
   ...(scale !== 1 ? [`Shorter than the hour: the leak fit covers the last ${(leakWindowMs / 60_000).toFixed(1)} min, recovery compares ${recoveryMs / 1000} s windows, 5xx are allowed up to ${graceMs / 1000} s after a fault ends.`] : []),
   `kill -9: the restarted replica wrote ${recovered.reduce((n, r) => n + r.events, 0)} usage events (${recovered.reduce((n, r) => n + r.batches, 0)} journal files) that the killed one had not written to the database; without the journal they were lost.`,
     `Fault schedule: ${schedule(minutes * 60).map((s) => `${(s.at / 60).toFixed(1)}′ ${s.fault.name}`).join("; ")}.`,
