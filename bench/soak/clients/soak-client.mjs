@@ -5,6 +5,9 @@ import { Agent } from "undici";
 
 export const settings = JSON.parse(process.argv[2]);
 const agent = new Agent({ connect: { ca: readFileSync(settings.caFile, "utf8") }, keepAliveTimeout: 4000 });
+// No keep-alive (undici's `pipelining: 0`): each request on a connection of its own, which the balancer gives to the
+// next replica in turn (decision 0052).
+const oneRequestEach = new Agent({ connect: { ca: readFileSync(settings.caFile, "utf8") }, pipelining: 0 });
 const statuses = { 400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "invalid_request_error", 413: "invalid_request_error", 429: "rate_limit_error", 500: "server_error", 503: "server_error" };
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -23,13 +26,13 @@ export function record(entry) {
   appendFileSync(settings.outFile, JSON.stringify({ client: settings.name, ...entry }) + "\n");
 }
 
-export function request(path, { key, body, form, method = "POST", headers = {}, signal } = {}) {
+export function request(path, { key, body, form, method = "POST", headers = {}, signal, connectionEach = false } = {}) {
   return fetch(`${settings.origin}${path}`, {
     method,
     headers: { ...(key ? { authorization: `Bearer ${key}` } : {}), ...(body !== undefined ? { "content-type": "application/json" } : {}), ...headers },
     body: form ?? (body === undefined ? undefined : JSON.stringify(body)),
     signal,
-    dispatcher: agent,
+    dispatcher: connectionEach ? oneRequestEach : agent,
   });
 }
 
@@ -38,10 +41,10 @@ export function request(path, { key, body, form, method = "POST", headers = {}, 
  * count it cannot know, as a transcription's completion tokens, which no answer carries); `bound` is at
  * most what a request the client does not know the outcome of (a network error) may have been charged.
  */
-export async function jsonCall(route, path, { key, keyId, body, form, bound = 0, usageOf = (parsed) => parsed.usage, limitHeader = false }) {
+export async function jsonCall(route, path, { key, keyId, body, form, bound = 0, usageOf = (parsed) => parsed.usage, limitHeader = false, connectionEach = false }) {
   const t = Date.now();
   try {
-    const res = await request(path, { key, body, form });
+    const res = await request(path, { key, body, form, connectionEach });
     const text = await res.text();
     const entry = { t, ms: Date.now() - t, route, keyId, status: res.status, ...(limitHeader ? { limit: Number(res.headers.get("x-ratelimit-limit-requests")) } : {}) };
     if (res.status === 200) {
