@@ -4,10 +4,11 @@ import { appendFileSync, readFileSync } from "node:fs";
 import { Agent } from "undici";
 
 export const settings = JSON.parse(process.argv[2]);
-const agent = new Agent({ connect: { ca: readFileSync(settings.caFile, "utf8") }, keepAliveTimeout: 4000 });
+const connect = { ca: readFileSync(settings.caFile, "utf8") };
+const agent = new Agent({ connect, keepAliveTimeout: 4000 });
 // No keep-alive (undici's `pipelining: 0`): each request on a connection of its own, which the balancer gives to the
 // next replica in turn (decision 0052).
-const oneRequestEach = new Agent({ connect: { ca: readFileSync(settings.caFile, "utf8") }, pipelining: 0 });
+const oneRequestEach = new Agent({ connect, pipelining: 0 });
 const statuses = { 400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "invalid_request_error", 413: "invalid_request_error", 429: "rate_limit_error", 500: "server_error", 503: "server_error" };
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
