@@ -5,14 +5,15 @@ import { llamaServerBinary, startLlamaServer } from "../harness/llama-server.ts"
 import { spawnServer, tempDir } from "../harness/server.ts";
 import { shapedModel, type ModelShape, type WeightType } from "../harness/shaped-model.ts";
 import { ratioRow, type BenchRow } from "./bench-row.ts";
-import { cpuMs, runNode, treeCpuMs } from "./processes.ts";
+import { cpuMs, gatewayEntry, startLineProcess, treeCpuMs, type LineProcess } from "./processes.ts";
 
 /**
  * Issues 24, 35 and 46.4: concurrent streams on shaped models (the forge's real-model bodies, random weights), 1
  * thread everywhere, for each model of BENCH_MODELS (`shape:type` items, comma-separated; by default the
  * SmolLM2-135M shape in f16 and in Q8_0, and the Qwen3-0.6B shape in Q8_0, the default catalog's chat model), one
- * model after another. The sides, each its own process, read by bench/clients/stream-client.mjs (its own process):
- * `modelgate serve` with the in-process `llama` engine (parallel 4, and parallel 1 and 8; `llama.server: never`),
+ * model after another. The sides, each its own process, read by bench/clients/stream-client.mjs (a process per side
+ * and stream count, kept up across the runs):
+ * `modelgate serve` (the compiled build, bench/processes.ts gatewayEntry) with the in-process `llama` engine (parallel 4, and parallel 1 and 8; `llama.server: never`),
  * a second `modelgate serve` whose `engine: llama` entries (parallel 4 and 1) run on the managed llama-server
  * (`llama.server: always` with a built binary; `auto` places the parallel-4 one alike), and llama-server straight
  * (-np 4, and -np 8 for 8 streams). Each round runs every side's stream counts (aggregate tok/s), the order of the
@@ -57,14 +58,20 @@ async function measure(model: Model): Promise<Measured> {
   const raw = { dataDir: dir, plans, defaultPlan: "bench", llama: { server: "never" }, models: [entry("inproc", 4), entry("inproc1", 1), ...(eight ? [entry("inproc8", 8)] : [])] };
   // The same engine: llama entries, placed on the managed llama-server (same data dir and key).
   const placed = { ...raw, llama: { server: "always", serverBinary: llamaServerBinary() }, models: [entry("managed", 4), entry("managed1", 1)] };
-  const gateway = await spawnServer(raw, dir);
-  const onServer = await spawnServer(placed, dir);
+  const gateway = await spawnServer(raw, dir, [], {}, gatewayEntry());
+  const onServer = await spawnServer(placed, dir, [], {}, gatewayEntry());
   const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));
   const ca = path.join(dir, "tls/cert.pem");
   const direct = await startLlamaServer(file, ["-c", String(CONTEXT * 4), "-np", "4", "-t", "1", "-tb", "1"]);
   const direct8 = eight ? await startLlamaServer(file, ["-c", String(CONTEXT * 8), "-np", "8", "-t", "1", "-tb", "1"]) : null;
-  const client = async (url: string, id: string, concurrency: number, auth: string[]) =>
-    (JSON.parse(await runNode([path.join(root, "bench/clients/stream-client.mjs"), url, id, String(model.tokens), "1", ...auth, String(concurrency)])) as { tokensPerSecond: number }).tokensPerSecond;
+  // One client process per side and stream count, kept up across the runs and so warmed with its side (decision 0053).
+  const clients = new Map<string, LineProcess>();
+  const client = async (url: string, id: string, concurrency: number, auth: string[]) => {
+    const name = `${url} ${id} ${concurrency}`;
+    let process = clients.get(name);
+    if (!process) clients.set(name, (process = startLineProcess([path.join(root, "bench/clients/stream-client.mjs"), url, id, String(model.tokens), "stdin", ...auth, String(concurrency)])));
+    return (JSON.parse(await process.ask("1")) as { tokensPerSecond: number }).tokensPerSecond;
+  };
   const viaGateway = (id: string, origin = gateway.origin) => (c: number) => client(`${origin}/v1/chat/completions`, id, c, [key, ca]);
   const straight = (origin: string) => (c: number) => client(`${origin}/v1/chat/completions`, "direct", c, ["", ""]);
   const few = model.streams.filter((c) => c <= 4);
@@ -86,7 +93,7 @@ async function measure(model: Model): Promise<Measured> {
   const cpus = new Map<string, number[]>();
   for (const side of sides) for (const c of side.counts) rates.set(`${side.name} ${c}`, []), cpus.set(`${side.name} ${c}`, []);
   try {
-    for (const side of sides) await side.run(Math.max(...side.counts)); // warm-up
+    for (const side of sides) for (const c of side.counts) await side.run(c); // warm-up: each client and its side
     for (let i = 0; i < RUNS; i++) {
       process.stderr.write(`  ${model.label}: run ${i + 1}/${RUNS}\n`);
       for (let k = 0; k < sides.length; k++) {
@@ -99,6 +106,7 @@ async function measure(model: Model): Promise<Measured> {
       }
     }
   } finally {
+    for (const process of clients.values()) process.stop();
     await gateway.stop();
     await onServer.stop();
     await direct.stop();

@@ -3,9 +3,9 @@ import path from "node:path";
 import { createKey } from "../harness/keys.ts";
 import { testConfig } from "../harness/config.ts";
 import { startCanned } from "../harness/peers.ts";
-import { cliPath, compiledCliPath, spawnServer, tempDir, trustingFetch } from "../harness/server.ts";
+import { spawnServer, tempDir, trustingFetch } from "../harness/server.ts";
 import { ratioRow, type BenchRow } from "./bench-row.ts";
-import { autocannon, cpuMs, runNode, startPeer } from "./processes.ts";
+import { autocannon, cpuMs, gatewayEntry, runNode, startPeer } from "./processes.ts";
 
 /**
  * Issue 46: Modelgate against the floor of its own stack in the same run (bench/peers/fastify-floor.mjs: Fastify
@@ -36,7 +36,7 @@ export default async function floorGatewayBench(): Promise<BenchRow[]> {
     defaultPlan: "bench",
     models: [{ id: "canned", engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `http://127.0.0.1:${canned.port}/v1`, model: "canned", maxInFlight: 256 }] }],
   };
-  const gateway = await spawnServer(raw, dir, [], {}, process.env.BENCH_TSX ? cliPath : compiledCliPath());
+  const gateway = await spawnServer(raw, dir, [], {}, gatewayEntry());
   const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));
   const ca = path.join(dir, "tls/cert.pem");
   const { fetch, agent } = trustingFetch((await import("node:fs")).readFileSync(ca, "utf8"));

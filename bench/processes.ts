@@ -1,7 +1,9 @@
 import { spawn } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
+import { createInterface } from "node:readline";
 import { startListening, type Peer } from "../harness/peers.ts";
+import { cliPath, compiledCliPath } from "../harness/server.ts";
 
 /**
  * The out-of-process pieces of the gateway benchmarks: peer servers (bench/peers/*.mjs, each printing
@@ -9,6 +11,15 @@ import { startListening, type Peer } from "../harness/peers.ts";
  * completion (the clients in bench/clients/), and autocannon.
  */
 const root = path.resolve(import.meta.dirname, "..");
+
+/**
+ * The CLI a bench serves Modelgate with: the compiled build, as deployed (`npm start`, the Dockerfile's entry point),
+ * made from the tree first; BENCH_TSX=1 runs the sources through tsx instead, whose transform names every closure it
+ * makes (a `defineProperty` each, on every call of a function that makes one), which the build does not.
+ */
+export function gatewayEntry(): string {
+  return process.env.BENCH_TSX ? cliPath : compiledCliPath();
+}
 
 /** Runs a node script to completion and resolves with its stdout (rejects on a non-zero exit). */
 export function runNode(args: string[]): Promise<string> {
@@ -20,6 +31,42 @@ export function runNode(args: string[]): Promise<string> {
     child.stderr.setEncoding("utf8").on("data", (d: string) => (err += d));
     child.once("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`${args.join(" ")} exited ${code}: ${err}`))));
   });
+}
+
+/** A process that answers each line written to its stdin with one line on its stdout (a warmed client or raw engine). */
+export interface LineProcess {
+  pid: number | undefined;
+  /** The next line the process prints (a ready line, say). */
+  read(): Promise<string>;
+  /** Writes `line` and resolves with the next line the process prints. */
+  ask(line: string): Promise<string>;
+  stop(): void;
+}
+
+/**
+ * Starts `node ARGS` as a LineProcess. The process stays up between runs, so a bench warms it with the side it
+ * measures: a client started for each run would be measured cold (its TLS handshake, and undici not yet optimised,
+ * on the same cores as the server), which the in-process raw engine it is compared with never is.
+ */
+export function startLineProcess(args: string[]): LineProcess {
+  const child = spawn(process.execPath, args, { stdio: ["pipe", "pipe", "inherit"] });
+  const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
+  const exited = new Promise<never>((_, reject) => child.once("exit", (code) => reject(new Error(`${args.join(" ")} exited ${code}`))));
+  exited.catch(() => {});
+  const read = async () => {
+    const next = await Promise.race([lines.next(), exited]);
+    if (next.done) throw new Error(`${args.join(" ")} closed its output`);
+    return next.value as string;
+  };
+  return {
+    pid: child.pid,
+    read,
+    ask(line) {
+      child.stdin!.write(`${line}\n`);
+      return read();
+    },
+    stop: () => child.kill(),
+  };
 }
 
 /** Starts bench/peers/<script> and resolves once it prints the port it listens on. */

@@ -1,20 +1,19 @@
-import { spawn } from "node:child_process";
 import path from "node:path";
-import { createInterface } from "node:readline";
 import { createKey } from "../harness/keys.ts";
 import { testConfig } from "../harness/config.ts";
 import { startLlamaServer } from "../harness/llama-server.ts";
 import { modelsDir, spawnServer, tempDir } from "../harness/server.ts";
 import { shapedModel } from "../harness/shaped-model.ts";
 import { ratioRow, type BenchRow } from "./bench-row.ts";
-import { cpuMs, runNode } from "./processes.ts";
+import { cpuMs, gatewayEntry, startLineProcess } from "./processes.ts";
 import { warmUp } from "./warm-up.ts";
 
 /**
  * Issues 23 and 46.5: one streamed chat, tokens/s, on three sides, each in its own process: the raw engine
  * (bench/peers/raw-llama-chat.ts: node-llama-cpp LlamaChat, same wrapper, threads, context and sampling),
- * `modelgate serve` (default log level) read by bench/clients/stream-client.mjs over HTTPS, and llama.cpp's
- * llama-server read by the same client over HTTP. The sides first run in turn until each has run WARM_SECONDS
+ * `modelgate serve` (default log level; the compiled build, bench/processes.ts gatewayEntry) read by bench/clients/stream-client.mjs over HTTPS, and llama.cpp's
+ * llama-server read by the same client over HTTP; each client one process kept up for the case, so that it is warmed
+ * with its side (a client started per run measured its own cold start: decision 0053). The sides first run in turn until each has run WARM_SECONDS
  * (their steady state), then their order rotates each round; RUNS rounds; tokens/s is completion tokens over the
  * wall time from request to the last byte. On Linux it also reads each serving process's CPU time per token (the
  * raw engine's whole process; the gateway's; llama-server's).
@@ -36,16 +35,12 @@ interface Case {
 
 /** The raw engine, loaded once; each `run` asks it for `requests` completions and reads back its tokens/s. */
 async function startRaw(file: string, context: number) {
-  const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "bench/peers/raw-llama-chat.ts"), file, "1", String(context)], { stdio: ["pipe", "pipe", "inherit"] });
-  const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
-  await lines.next();
+  const engine = startLineProcess(["--import", "tsx", path.join(root, "bench/peers/raw-llama-chat.ts"), file, "1", String(context)]);
+  await engine.read();
   return {
-    pid: child.pid,
-    async run(requests: number, tokens: number, seed: number): Promise<Streamed> {
-      child.stdin!.write(`${requests} ${tokens} ${seed}\n`);
-      return JSON.parse((await lines.next()).value as string) as Streamed;
-    },
-    stop: () => child.kill(),
+    pid: engine.pid,
+    run: async (requests: number, tokens: number, seed: number) => JSON.parse(await engine.ask(`${requests} ${tokens} ${seed}`)) as Streamed,
+    stop: engine.stop,
   };
 }
 
@@ -55,8 +50,13 @@ interface Streamed {
   tokens: number;
 }
 
-async function client(url: string, model: string, tokens: number, requests: number, key = "", ca = ""): Promise<Streamed> {
-  return JSON.parse(await runNode([streamClient, url, model, String(tokens), String(requests), key, ca])) as Streamed;
+/** A stream client of its own process, kept up (and so warm) across the runs; each run's seeds follow the raw engine's. */
+function startClient(url: string, model: string, tokens: number, key = "", ca = "") {
+  const client = startLineProcess([streamClient, url, model, String(tokens), "stdin", key, ca]);
+  return {
+    run: async (requests: number, seed: number) => JSON.parse(await client.ask(`${requests} ${Math.max(0, seed - 1)}`)) as Streamed,
+    stop: client.stop,
+  };
 }
 
 export default async function streamingBench(): Promise<BenchRow[]> {
@@ -71,7 +71,7 @@ export default async function streamingBench(): Promise<BenchRow[]> {
     defaultPlan: "bench",
     models: cases.map((c) => ({ id: c.id, engine: "llama", source: c.file, capabilities: ["chat"], contextSize: c.context, parallel: 1, threads: 1 })),
   };
-  const gateway = await spawnServer(raw, dir);
+  const gateway = await spawnServer(raw, dir, [], {}, gatewayEntry());
   const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));
   const ca = path.join(dir, "tls/cert.pem");
   const rows: BenchRow[] = [];
@@ -79,10 +79,12 @@ export default async function streamingBench(): Promise<BenchRow[]> {
     for (const c of cases) {
       const engine = await startRaw(c.file, c.context);
       const server = await startLlamaServer(c.file, ["-c", String(c.context), "-np", "1", "-t", "1", "-tb", "1"]);
+      const viaGateway = startClient(`${gateway.origin}/v1/chat/completions`, c.id, c.tokens, key, ca);
+      const viaServer = startClient(`${server.origin}/v1/chat/completions`, c.id, c.tokens);
       const sides = {
         raw: { pid: engine.pid, run: (seed: number) => engine.run(c.requests, c.tokens, seed) },
-        modelgate: { pid: gateway.child.pid, run: () => client(`${gateway.origin}/v1/chat/completions`, c.id, c.tokens, c.requests, key, ca) },
-        "llama-server": { pid: server.child.pid, run: () => client(`${server.origin}/v1/chat/completions`, c.id, c.tokens, c.requests) },
+        modelgate: { pid: gateway.child.pid, run: (seed: number) => viaGateway.run(c.requests, seed) },
+        "llama-server": { pid: server.child.pid, run: (seed: number) => viaServer.run(c.requests, seed) },
       };
       const names = Object.keys(sides) as (keyof typeof sides)[];
       const rates: Record<keyof typeof sides, number[]> = { raw: [], modelgate: [], "llama-server": [] };
@@ -102,6 +104,8 @@ export default async function streamingBench(): Promise<BenchRow[]> {
         }
       } finally {
         engine.stop();
+        viaGateway.stop();
+        viaServer.stop();
         await server.stop();
       }
       rows.push(
