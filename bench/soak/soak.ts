@@ -1,7 +1,7 @@
 // `npm run soak [-- --short]`: issue 47's soak. Two Modelgate replicas behind a balancer, on PostgreSQL and Redis
 // behind TCP proxies, with three llama-servers, the canned upstream and a faulty one; traffic from client processes
 // for SOAK_MINUTES (default 60; --short or SOAK_SHORT=1: 10) while faults are injected on a schedule; a sample of
-// every replica every 10 s. Writes bench/soak/out/ (requests, faults, samples.csv) and bench/soak/report.html
+// every replica every 10 s. Writes bench/soak/out/ (requests, faults, samples.csv, allocator.csv: jemalloc's totals) and bench/soak/report.html
 // (a full run also docs/soak/), prints PASS/FAIL per check and exits 1 on a FAIL.
 import { execFileSync, spawn } from "node:child_process";
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -199,14 +199,31 @@ function revocationCheck(rs: RequestRecord[]): Check {
   return { name: "a key revoked in the console is refused on every replica within 2 s", pass: rounds > 0 && served === 0, detail: `${rounds} revocations; served after: ${served}` };
 }
 
+/** Per replica process, jemalloc's totals over the leak window: first and last reading, allocated and resident. */
+function allocatorNotes(): string[] {
+  const from = trafficEnd - leakWindowMs;
+  const mb = (n: number) => (n / 1e6).toFixed(1);
+  return [...new Set(topology.allocatorReadings.map((r) => r.pid))].flatMap((pid) => {
+    const own = topology.allocatorReadings.filter((r) => r.pid === pid && r.t >= from && r.t <= trafficEnd);
+    if (own.length < 2) return [];
+    const [a, b] = [own[0]!, own.at(-1)!];
+    const minutes = ((b.t - a.t) / 60_000).toFixed(0);
+    return [`jemalloc, replica ${a.replica} (pid ${pid}), ${own.length} readings over ${minutes} min of the leak window: allocated ${mb(a.allocated)} → ${mb(b.allocated)} MB, resident ${mb(a.resident)} → ${mb(b.resident)} MB, metadata ${mb(a.metadata)} → ${mb(b.metadata)} MB (allocator.csv).`];
+  });
+}
+
 const machine = `${hostname()}: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${(totalmem() / 2 ** 30).toFixed(1)} GB, Node ${process.version}, commit ${commit}`;
 const notes = [
   `${minutes} min of traffic (${records.length} requests recorded by the clients), then 70 s idle.`,
   `The replicas ran on ${replicaAllocator.name === "jemalloc" ? `jemalloc (LD_PRELOAD=${replicaAllocator.env.LD_PRELOAD}, MALLOC_CONF=${replicaAllocator.env.MALLOC_CONF}), as docs/operations.md advises for a long-running server` : "glibc's malloc"}.`,
   ...(scale !== 1 ? [`Shorter than the hour: the leak fit covers the last ${(leakWindowMs / 60_000).toFixed(1)} min, recovery compares ${recoveryMs / 1000} s windows, 5xx are allowed up to ${graceMs / 1000} s after a fault ends.`] : []),
   `kill -9: the restarted replica wrote ${recovered.reduce((n, r) => n + r.events, 0)} usage events (${recovered.reduce((n, r) => n + r.batches, 0)} journal files) that the killed one had not written to the database; without the journal they were lost.`,
+  ...allocatorNotes(),
     `Fault schedule: ${schedule(minutes * 60).map((s) => `${(s.at / 60).toFixed(1)}′ ${s.fault.name}`).join("; ")}.`,
 ];
+// jemalloc's own totals beside the sampler's RSS: what the allocator holds for the process, and what it keeps resident.
+const allocatorColumns = ["t", "replica", "pid", "allocated", "active", "metadata", "resident", "mapped", "retained"] as const;
+writeFileSync(path.join(outDir, "allocator.csv"), [allocatorColumns.join(","), ...topology.allocatorReadings.map((r) => allocatorColumns.map((c) => r[c]).join(","))].join("\n") + "\n");
 const html = renderReport({ title: `Modelgate soak, ${minutes} min`, machine, startedAt, endedAt: Date.now(), samples: sampler.samples, windows, checks, notes });
 writeFileSync(path.join(soakDir, "report.html"), html);
 if (!short && minutes >= 60) {
@@ -215,6 +232,7 @@ if (!short && minutes >= 60) {
   writeFileSync(path.join(docs, "report.html"), html);
   copyFileSync(path.join(outDir, "samples.csv"), path.join(docs, "samples.csv"));
   copyFileSync(path.join(outDir, "faults.jsonl"), path.join(docs, "faults.jsonl"));
+  copyFileSync(path.join(outDir, "allocator.csv"), path.join(docs, "allocator.csv"));
 }
 
 for (const note of notes) console.log(note);

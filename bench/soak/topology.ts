@@ -9,7 +9,7 @@ import { compiledCliPath, modelsDir, spawnServer, type SpawnedServer } from "../
 import { inspectFlag } from "../../harness/full-gc.ts";
 import { TcpProxy } from "../../harness/tcp-proxy.ts";
 import { Balancer } from "../../harness/balancer.ts";
-import { debianJemalloc, imageMallocConf } from "../../harness/allocator.ts";
+import { debianJemalloc, imageMallocConf, jemallocTotalsConf, parseJemallocTotals, type JemallocTotals } from "../../harness/allocator.ts";
 
 export const adminToken = "soak-admin-token-Xq7vT2mLp9Rk4sWz8nYc1bHf";
 export const metricsToken = "soak-metrics-token-Qm3vT8xLp2Rk7sWz5nYc1b";
@@ -19,12 +19,20 @@ const llamaArgs = ["-c", "1024", "-np", "2", "-t", "1"];
 /**
  * The allocator the replicas run on, as docs/operations.md advises for a server that runs for weeks (decision 0050):
  * jemalloc preloaded when Debian's libjemalloc2 is installed, with the container image's MALLOC_CONF (decision 0051),
- * unless SOAK_ALLOCATOR=glibc.
+ * unless SOAK_ALLOCATOR=glibc. The soak adds jemalloc's totals on stderr about every 2 GiB allocated (a few lines,
+ * about once a minute under the soak's load): what the allocator holds, beside the RSS the sampler reads.
  */
 export const replicaAllocator: { name: "jemalloc" | "glibc"; env: NodeJS.ProcessEnv } = (() => {
   if (process.env.SOAK_ALLOCATOR === "glibc" || !debianJemalloc) return { name: "glibc", env: {} };
-  return { name: "jemalloc", env: { LD_PRELOAD: debianJemalloc, MALLOC_CONF: imageMallocConf() } };
+  return { name: "jemalloc", env: { LD_PRELOAD: debianJemalloc, MALLOC_CONF: `${imageMallocConf()},${jemallocTotalsConf(2 ** 31)}` } };
 })();
+
+/** jemalloc's totals as a replica printed them, with when they arrived. */
+export interface AllocatorReading extends JemallocTotals {
+  t: number;
+  replica: number;
+  pid: number;
+}
 
 /** What the soak runs: the peers, the shared services behind proxies it can cut, two replicas and their balancer. */
 export interface Topology {
@@ -36,6 +44,8 @@ export interface Topology {
   postgres: Awaited<ReturnType<typeof freshPostgresBehindProxy>>;
   redis: TcpProxy;
   replicas: SpawnedServer[];
+  /** jemalloc's totals from every replica, in the order they came (none on glibc). */
+  allocatorReadings: AllocatorReading[];
   balancer: Balancer;
   origin: string;
   caFile: string;
@@ -111,8 +121,18 @@ export async function startTopology(dir: string): Promise<Topology> {
   // by each file's parsed map as errors' stacks first pass through it); each replica with its inspector on loopback,
   // through which the sampler forces a full GC before reading memory (full-gc.ts).
   const entry = compiledCliPath();
-  const spawnReplica = () => spawnServer(raw, dir, [], replicaAllocator.env, entry, [inspectFlag]);
-  for (let i = 0; i < 2; i++) replicas.push(await spawnReplica());
+  const allocatorReadings: AllocatorReading[] = [];
+  const spawnReplica = async (index: number) => {
+    const replica = await spawnServer(raw, dir, [], replicaAllocator.env, entry, [inspectFlag]);
+    let partial = "";
+    replica.child.stderr!.on("data", (chunk: string) => {
+      const text = partial + chunk;
+      partial = text.slice(text.lastIndexOf("\n") + 1);
+      for (const totals of parseJemallocTotals(text.slice(0, text.length - partial.length))) allocatorReadings.push({ t: Date.now(), replica: index, pid: replica.child.pid!, ...totals });
+    });
+    return replica;
+  };
+  for (let i = 0; i < 2; i++) replicas.push(await spawnReplica(i));
   const portOf = (r: SpawnedServer) => Number(new URL(r.origin).port);
   const balancer = await Balancer.start(replicas.map(portOf));
   const caFile = path.join(raw.dataDir as string, "tls", "cert.pem");
@@ -125,6 +145,7 @@ export async function startTopology(dir: string): Promise<Topology> {
     postgres,
     redis,
     replicas,
+    allocatorReadings,
     balancer,
     origin: `https://127.0.0.1:${balancer.port}`,
     caFile,
@@ -140,7 +161,7 @@ export async function startTopology(dir: string): Promise<Topology> {
       replicas[index]!.child.kill("SIGKILL");
     },
     async restartReplica(index) {
-      replicas[index] = await spawnReplica();
+      replicas[index] = await spawnReplica(index);
       balancer.replace(index, portOf(replicas[index]!));
     },
     reload(nextPlans) {
