@@ -68,9 +68,9 @@ async function measure(model: Model): Promise<Measured> {
   const clients = new Map<string, LineProcess>();
   const client = async (url: string, id: string, concurrency: number, auth: string[]) => {
     const name = `${url} ${id} ${concurrency}`;
-    let process = clients.get(name);
-    if (!process) clients.set(name, (process = startLineProcess([path.join(root, "bench/clients/stream-client.mjs"), url, id, String(model.tokens), "stdin", ...auth, String(concurrency)])));
-    return (JSON.parse(await process.ask("1")) as { tokensPerSecond: number }).tokensPerSecond;
+    let reader = clients.get(name);
+    if (!reader) clients.set(name, (reader = startLineProcess([path.join(root, "bench/clients/stream-client.mjs"), url, id, String(model.tokens), "stdin", ...auth, String(concurrency)])));
+    return (JSON.parse(await reader.ask("1")) as { tokensPerSecond: number }).tokensPerSecond;
   };
   const viaGateway = (id: string, origin = gateway.origin) => (c: number) => client(`${origin}/v1/chat/completions`, id, c, [key, ca]);
   const straight = (origin: string) => (c: number) => client(`${origin}/v1/chat/completions`, "direct", c, ["", ""]);
@@ -106,7 +106,7 @@ async function measure(model: Model): Promise<Measured> {
       }
     }
   } finally {
-    for (const process of clients.values()) process.stop();
+    for (const reader of clients.values()) reader.stop();
     await gateway.stop();
     await onServer.stop();
     await direct.stop();
