@@ -2,6 +2,7 @@ import { writeFileSync } from "node:fs";
 import YAML from "yaml";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
+import { createInterface } from "node:readline";
 import { startLlamaServer, type LlamaServer } from "../../harness/llama-server.ts";
 import { startCanned, startListening, type Peer } from "../../harness/peers.ts";
 import { freshPostgresBehindProxy, redisTestUrl } from "../../harness/keys.ts";
@@ -124,11 +125,8 @@ export async function startTopology(dir: string): Promise<Topology> {
   const allocatorReadings: AllocatorReading[] = [];
   const spawnReplica = async (index: number) => {
     const replica = await spawnServer(raw, dir, [], replicaAllocator.env, entry, [inspectFlag]);
-    let partial = "";
-    replica.child.stderr!.on("data", (chunk: string) => {
-      const text = partial + chunk;
-      partial = text.slice(text.lastIndexOf("\n") + 1);
-      for (const totals of parseJemallocTotals(text.slice(0, text.length - partial.length))) allocatorReadings.push({ t: Date.now(), replica: index, pid: replica.child.pid!, ...totals });
+    createInterface({ input: replica.child.stderr! }).on("line", (line) => {
+      for (const totals of parseJemallocTotals(line)) allocatorReadings.push({ t: Date.now(), replica: index, pid: replica.child.pid!, ...totals });
     });
     return replica;
   };
