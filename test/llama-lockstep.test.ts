@@ -134,3 +134,23 @@ test("fair share: while a generation within its share is open, those over their 
   await itA.return(undefined);
   assert.equal(gate.stats.generations, 0);
 });
+
+test("node-llama-cpp's decode schedule: a lone step's decode goes at once, a shared step's waits the turn", async () => {
+  const { gate, sequences: [a, b] } = gated("a", "b");
+  const dispatched: string[] = [];
+  const itA = a.evaluateWithMetadata([], {});
+  const firstA = itA.next(); // alone: passed on, in flight
+  gate.schedule(() => dispatched.push("lone"));
+  assert.deepEqual(dispatched, ["lone"], "the lone step's decode was dispatched in the call");
+  await firstA;
+  const itB = b.evaluateWithMetadata([], {});
+  const steps = [itA.next(), itB.next()];
+  await tick(); // the step is released together
+  gate.schedule(() => dispatched.push("shared"));
+  assert.deepEqual(dispatched, ["lone"], "with two generations open, the decode waits for the others' requests");
+  await tick();
+  assert.deepEqual(dispatched, ["lone", "shared"]);
+  await Promise.all(steps);
+  await itA.return(undefined);
+  await itB.return(undefined);
+});

@@ -8,6 +8,14 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
   private ended = false;
   private error: unknown = null;
   private wake: (() => void) | null = null;
+  private wakeScheduled = false;
+
+  /**
+   * `wakeNextTurn`: the waiting consumer is woken on the next event-loop turn (setImmediate), not in the producer's
+   * own microtask run. A producer that goes on with work of its own after a push (LlamaChat queueing the next
+   * token's decode) then gets there before the consumer's steps interleave with its own.
+   */
+  constructor(private readonly options: { wakeNextTurn?: boolean } = {}) {}
 
   push(item: T): void {
     if (this.ended) return;
@@ -23,6 +31,16 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
   }
 
   private notify(): void {
+    if (!this.options.wakeNextTurn) return this.wakeNow();
+    if (this.wakeScheduled) return;
+    this.wakeScheduled = true;
+    setImmediate(() => {
+      this.wakeScheduled = false;
+      this.wakeNow();
+    });
+  }
+
+  private wakeNow(): void {
     const wake = this.wake;
     this.wake = null;
     wake?.();

@@ -49,7 +49,9 @@ export async function* chatOnSequence(run: ChatRun): AsyncIterable<ChatDelta> {
   // What the sequence already holds of this prompt is not evaluated again (but its last token always is).
   const cachedPromptTokens = Math.max(0, Math.min(sequence.compareContextTokens(run.tokens).firstDifferentIndex, run.tokens.length - 1));
   const chat = new LlamaChat({ contextSequence: sequence, chatWrapper: plan.wrapper ?? wrapper });
-  const queue = new AsyncQueue<ChatDelta>();
+  // The consumer (SSE, accounting) takes each chunk on the next turn: by then LlamaChat has queued the next token's
+  // decode, and the consumer's work overlaps it instead of delaying it.
+  const queue = new AsyncQueue<ChatDelta>({ wakeNextTurn: true });
   let callIndex = -1;
   let pendingSpace = "";
   const generation = chat

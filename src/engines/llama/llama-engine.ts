@@ -136,18 +136,19 @@ export class LlamaEngine implements Engine, ChatPort<LlamaPreparedChat>, Complet
       const contextSize = this.entry.contextSize ?? model.trainContextSize;
       if (this.capabilities.has("chat")) {
         const sequences = this.entry.parallel + this.reserve;
+        const lockstep = (this.lockstep = new Lockstep());
         this.context = await model.createContext({
           sequences,
           contextSize,
           threads,
           flashAttention: llamaOptions(this.entry).flashAttention,
+          batching: { dispatchSchedule: (dispatch) => lockstep.schedule(dispatch) },
           createSignal: signal,
         });
         // node-llama-cpp gives a fresh context's sequences the ids 0, 1, 2... in this order.
         this.sequences = Array.from({ length: sequences }, () => this.context!.getSequence());
         this.freeSequences = [...this.sequences];
-        this.lockstep = new Lockstep();
-        this.sequences.forEach((sequence, id) => this.lockstep.attach(sequence, id));
+        this.sequences.forEach((sequence, id) => lockstep.attach(sequence, id));
         this.baseWrapper = model.fileInfo.metadata.tokenizer?.chat_template ? resolveChatWrapper(model) : new PlainTextChatWrapper();
         this.wrapper =
           this.capabilities.has("reasoning") && ReasoningChatWrapper.supports(this.baseWrapper)

@@ -54,6 +54,19 @@ export class Lockstep {
     return { generations: this.open.size, steps: this.steps, tokens: this.requests };
   }
 
+  /**
+   * node-llama-cpp's `batching.dispatchSchedule`: when the tokens queued for a decode go to llama.cpp. Its default
+   * waits for the next event-loop turn (setImmediate) unless every sequence of the context has queued one, so a
+   * lone generation's next decode waited for all the main thread's other work of its turn (the previous token's
+   * chunk, the SSE write, the bookkeeping), where llama-server decodes at once. A lone step (one generation open, its
+   * one request passed on) decodes at once; any other waits the turn, so that every request of a step is queued
+   * before the decode goes.
+   */
+  schedule(dispatch: () => void): void {
+    if (this.open.size === 1 && this.inFlight === 1) dispatch();
+    else setImmediate(dispatch);
+  }
+
   /** The generation now using the sequence stands so in its model's fair share; null when it ends. */
   assign(sequenceId: number, standing: ShareStanding | null): void {
     if (standing) this.standings.set(sequenceId, standing);
