@@ -69,3 +69,15 @@ test("subscribedConnection subscribes again after each reconnection", async () =
   }
   assert.deepEqual(received.filter((m) => m === "first"), ["first"], "a message once, not once per subscription");
 });
+
+test("subscribedConnection that fails leaves no connection behind, reconnecting for a caller that never got it", async () => {
+  const channel = `mg-test-sub-${randomBytes(6).toString("hex")}`;
+  const talked = new Set<object>();
+  const { proxy, url } = await TcpProxy.inFrontOf(redisTestUrl, { onClientData: (_chunk, connection) => talked.add(connection) });
+  cleanups.push(() => proxy.close());
+  proxy.cut("refuse");
+  await assert.rejects(subscribedConnection(url, channel, () => {}));
+  proxy.restore();
+  await new Promise((r) => setTimeout(r, 1500));
+  assert.equal(talked.size, 0, "nothing connected to Redis after the failure");
+});

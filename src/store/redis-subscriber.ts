@@ -15,8 +15,14 @@ export async function subscribedConnection(url: string, channel: string, onMessa
   subscriber.on("message", (from: string, message: string) => {
     if (from === channel) onMessage(message);
   });
-  await subscriber.connect();
-  await subscriber.subscribe(channel);
+  try {
+    await subscriber.connect();
+    await subscriber.subscribe(channel);
+  } catch (err) {
+    // Not left reconnecting in the background for a caller that never got it.
+    subscriber.disconnect();
+    throw err;
+  }
   subscriber.on("ready", () => void subscriber.subscribe(channel).catch(() => {}));
   return subscriber;
 }

@@ -17,8 +17,12 @@ export class BatchCancelBus {
     const publisher = new Redis(url, { lazyConnect: true, connectTimeout: 1000, maxRetriesPerRequest: 1, commandTimeout: 1000 });
     // Reported by the failing call; ioredis reconnects on its own.
     publisher.on("error", () => {});
-    const [subscriber] = await Promise.all([subscribedConnection(url, channel, onCancel), publisher.connect()]);
-    return new BatchCancelBus(publisher, subscriber);
+    const [subscribed, published] = await Promise.allSettled([subscribedConnection(url, channel, onCancel), publisher.connect()]);
+    if (subscribed.status === "fulfilled" && published.status === "fulfilled") return new BatchCancelBus(publisher, subscribed.value);
+    // One side failed: neither connection is left behind, reconnecting for a bus nobody holds.
+    publisher.disconnect();
+    if (subscribed.status === "fulfilled") subscribed.value.disconnect();
+    throw subscribed.status === "rejected" ? subscribed.reason : (published as PromiseRejectedResult).reason;
   }
 
   async publish(batchId: string): Promise<void> {
