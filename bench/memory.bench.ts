@@ -1,4 +1,3 @@
-import { readFileSync } from "node:fs";
 import path from "node:path";
 import { createKey } from "../harness/keys.ts";
 import { testConfig } from "../harness/config.ts";
@@ -6,6 +5,7 @@ import { modelsDir, spawnServer, tempDir, type SpawnedServer } from "../harness/
 import { shapedModel } from "../harness/shaped-model.ts";
 import { ratioRow, type BenchRow } from "./bench-row.ts";
 import { runNode } from "./processes.ts";
+import { statusBytes } from "../harness/full-gc.ts";
 
 /**
  * Issue 23: resident memory of `modelgate serve`, read from /proc/PID/status (VmRSS) once the process is idle:
@@ -17,8 +17,7 @@ const root = path.resolve(import.meta.dirname, "..");
 const ABORTS = Number(process.env.BENCH_ABORTS ?? 1000);
 
 function rssMb(pid: number): number {
-  const kb = Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))![1]);
-  return kb / 1024;
+  return statusBytes(pid, ["VmRSS"]).VmRSS / 1048576;
 }
 
 const settle = () => new Promise((resolve) => setTimeout(resolve, 1500));

@@ -10,6 +10,7 @@ import { spawnServer, startServer, tempDir, type TestServer } from "../harness/s
 import { MemoryStore } from "../src/plugins/rate-limit/memory-store.ts";
 import { formatResetDuration } from "../src/config/duration.ts";
 import { errorOf } from "./helpers/errors.ts";
+import { statusBytes } from "../harness/full-gc.ts";
 
 const models = [{ id: "test-chat", engine: "llama", source: "/nonexistent/test-chat.gguf", capabilities: ["chat"], load: "lazy" }];
 const plans = {
@@ -283,7 +284,7 @@ describe("upload size limits (POST /v1/audio/transcriptions, multipart)", () => 
     try {
       const { key } = await createKey(testConfig(raw, null), { plan: "uploads" });
       const ca = readFileSync(path.join(dir, "tls", "cert.pem"), "utf8");
-      const rssMb = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.child.pid}/status`, "utf8"))![1]) / 1024;
+      const rssMb = () => statusBytes(child.child.pid!, ["VmRSS"]).VmRSS / 1048576;
       const target = { origin: child.origin, ca } as TestServer;
       // Warm the path once (first-use allocations are not per-request growth), then measure.
       await streamPost(target, "/v1/audio/transcriptions", { ...multipart(key), "transfer-encoding": "chunked" }, 64 * 1024 ** 2, undefined, prefix);
