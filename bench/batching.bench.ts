@@ -16,7 +16,9 @@ import { cpuMs, gatewayEntry, startLineProcess, treeCpuMs, type LineProcess } fr
  * `modelgate serve` (the compiled build, bench/processes.ts gatewayEntry) with the in-process `llama` engine (parallel 4, and parallel 1 and 8; `llama.server: never`),
  * a second `modelgate serve` whose `engine: llama` entries (parallel 4 and 1) run on the managed llama-server
  * (`llama.server: always` with a built binary; `auto` places the parallel-4 one alike), and llama-server straight
- * (-np 4, and -np 8 for 8 streams). Each round runs every side's stream counts (aggregate tok/s), the order of the
+ * (-np 4, and -np 8 for 8 streams), and for 1 stream node-llama-cpp's LlamaChat alone (bench/peers/raw-llama-chat.ts,
+ * the in-process engine's floor: two native jobs a token, a decode then a sample, where llama-server loops in one
+ * thread). Each round runs every side's stream counts (aggregate tok/s), the order of the
  * sides rotating each round; RUNS rounds. BENCH_STREAMS (default 1,4,8; 1,4 for qwen3-0.6b) picks the counts,
  * BENCH_TOKENS the tokens per stream (default 96; 24 for qwen3-0.6b, about 4x slower per token).
  * On Linux it also reads the CPU time the serving processes spent per token (the gateway process for in-process;
@@ -63,6 +65,11 @@ async function measure(model: Model): Promise<Measured> {
   const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));
   const ca = path.join(dir, "tls/cert.pem");
   const direct = await startLlamaServer(file, ["-c", String(CONTEXT * 4), "-np", "4", "-t", "1", "-tb", "1"]);
+  // node-llama-cpp's LlamaChat alone (same model, context, threads, wrapper and sampling): the floor of the in-process
+  // engine's single stream, which llama-server's own loop is not bound by.
+  const raw1 = model.streams.includes(1) ? startLineProcess(["--import", "tsx", path.join(root, "bench/peers/raw-llama-chat.ts"), file, "1", String(CONTEXT)]) : null;
+  await raw1?.read();
+  let rawSeed = 1;
   const direct8 = eight ? await startLlamaServer(file, ["-c", String(CONTEXT * 8), "-np", "8", "-t", "1", "-tb", "1"]) : null;
   // One client process per side and stream count, kept up across the runs and so warmed with its side (decision 0053).
   const clients = new Map<string, LineProcess>();
@@ -82,6 +89,9 @@ async function measure(model: Model): Promise<Measured> {
     { name: "managed", run: viaGateway("managed", onServer.origin), counts: few, cpu: () => treeCpuMs(onServer.child.pid) },
     { name: "managed p1", run: viaGateway("managed1", onServer.origin), counts: few.includes(1) ? [1] : [], cpu: () => treeCpuMs(onServer.child.pid) },
     { name: "llama-server", run: straight(direct.origin), counts: few, cpu: () => cpuMs(direct.child.pid) },
+    ...(raw1
+      ? [{ name: "raw", run: async () => (JSON.parse(await raw1.ask(`1 ${model.tokens} ${rawSeed++}`)) as { tokensPerSecond: number }).tokensPerSecond, counts: [1], cpu: () => cpuMs(raw1.pid) }]
+      : []),
     ...(direct8
       ? [
           { name: "in-process p8", run: viaGateway("inproc8"), counts: [8], cpu: () => cpuMs(gateway.child.pid) },
@@ -107,6 +117,7 @@ async function measure(model: Model): Promise<Measured> {
     }
   } finally {
     for (const reader of clients.values()) reader.stop();
+    raw1?.stop();
     await gateway.stop();
     await onServer.stop();
     await direct.stop();
@@ -129,6 +140,8 @@ function rowsOf(model: Model, m: Measured): BenchRow[] {
   };
   const { rate, cpu } = m;
   versus("batching: in-process llama vs llama-server, 1 stream", rate("in-process", 1), rate("llama-server", 1), q ? ">= 0.95" : "report (0.85 before)");
+  versus("batching: in-process llama vs raw node-llama-cpp (LlamaChat alone, its floor), 1 stream", rate("in-process", 1), rate("raw", 1), q ? ">= 0.95" : "report");
+  versus("batching: raw node-llama-cpp vs llama-server, 1 stream (the in-process engine's floor, reference)", rate("raw", 1), rate("llama-server", 1), "reference");
   versus("batching: in-process llama vs llama-server, 4 streams aggregate", rate("in-process", 4), rate("llama-server", 4), q ? ">= 0.95" : ">= 0.9");
   versus("batching: in-process llama, 4 streams vs 1", rate("in-process", 4), rate("in-process", 1), ">= 1.6");
   versus("batching: llama-server straight, 4 streams vs 1 (reference)", rate("llama-server", 4), rate("llama-server", 1), "reference");
@@ -140,6 +153,8 @@ function rowsOf(model: Model, m: Measured): BenchRow[] {
   versus("engine: llama, 4 streams aggregate: on the managed llama-server vs in-process", rate("managed", 4), rate("in-process", 4), "report");
   versus("engine: llama parallel 1, 1 stream: on the managed llama-server vs in-process", rate("managed p1", 1), rate("in-process p1", 1), "report (llama.server auto's choice)");
   perCpu("in-process llama vs llama-server, tokens per CPU s, 1 stream", cpu("in-process", 1), cpu("llama-server", 1), q ? ">= 0.95" : "report");
+  perCpu("in-process llama vs raw node-llama-cpp, tokens per CPU s, 1 stream", cpu("in-process", 1), cpu("raw", 1));
+  perCpu("raw node-llama-cpp vs llama-server, tokens per CPU s, 1 stream (reference)", cpu("raw", 1), cpu("llama-server", 1));
   perCpu("in-process llama vs llama-server, tokens per CPU s, 4 streams", cpu("in-process", 4), cpu("llama-server", 4), q ? ">= 0.95" : "report");
   perCpu("in-process llama, tokens per CPU s, 4 streams vs 1", cpu("in-process", 4), cpu("in-process", 1));
   perCpu("llama-server straight, tokens per CPU s, 4 streams vs 1 (reference)", cpu("llama-server", 4), cpu("llama-server", 1));
