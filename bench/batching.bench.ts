@@ -5,7 +5,7 @@ import { llamaServerBinary, startLlamaServer } from "../harness/llama-server.ts"
 import { spawnServer, tempDir } from "../harness/server.ts";
 import { shapedModel, type ModelShape, type WeightType } from "../harness/shaped-model.ts";
 import { ratioRow, type BenchRow } from "./bench-row.ts";
-import { cpuMs, gatewayEntry, startLineProcess, treeCpuMs, type LineProcess } from "./processes.ts";
+import { cpuMs, gatewayEntry, startLineProcess, startRawLlamaChat, treeCpuMs, type LineProcess } from "./processes.ts";
 
 /**
  * Issues 24, 35 and 46.4: concurrent streams on shaped models (the forge's real-model bodies, random weights), 1
@@ -67,8 +67,7 @@ async function measure(model: Model): Promise<Measured> {
   const direct = await startLlamaServer(file, ["-c", String(CONTEXT * 4), "-np", "4", "-t", "1", "-tb", "1"]);
   // node-llama-cpp's LlamaChat alone (same model, context, threads, wrapper and sampling): the floor of the in-process
   // engine's single stream, which llama-server's own loop is not bound by.
-  const raw1 = model.streams.includes(1) ? startLineProcess(["--import", "tsx", path.join(root, "bench/peers/raw-llama-chat.ts"), file, "1", String(CONTEXT)]) : null;
-  await raw1?.read();
+  const raw1 = model.streams.includes(1) ? await startRawLlamaChat(file, CONTEXT) : null;
   let rawSeed = 1;
   const direct8 = eight ? await startLlamaServer(file, ["-c", String(CONTEXT * 8), "-np", "8", "-t", "1", "-tb", "1"]) : null;
   // One client process per side and stream count, kept up across the runs and so warmed with its side (decision 0053).
@@ -90,7 +89,7 @@ async function measure(model: Model): Promise<Measured> {
     { name: "managed p1", run: viaGateway("managed1", onServer.origin), counts: few.includes(1) ? [1] : [], cpu: () => treeCpuMs(onServer.child.pid) },
     { name: "llama-server", run: straight(direct.origin), counts: few, cpu: () => cpuMs(direct.child.pid) },
     ...(raw1
-      ? [{ name: "raw", run: async () => (JSON.parse(await raw1.ask(`1 ${model.tokens} ${rawSeed++}`)) as { tokensPerSecond: number }).tokensPerSecond, counts: [1], cpu: () => cpuMs(raw1.pid) }]
+      ? [{ name: "raw", run: async () => (await raw1.run(1, model.tokens, rawSeed++)).tokensPerSecond, counts: [1], cpu: () => cpuMs(raw1.pid) }]
       : []),
     ...(direct8
       ? [

@@ -69,6 +69,21 @@ export function startLineProcess(args: string[]): LineProcess {
   };
 }
 
+/**
+ * node-llama-cpp's LlamaChat alone in its own process (bench/peers/raw-llama-chat.ts: the llama engine's model,
+ * context, 1 thread, wrapper and sampling), loaded once; each `run` asks it for `requests` completions one after
+ * another and reads back its tokens per second and tokens. The raw side of the streaming and batching benches.
+ */
+export async function startRawLlamaChat(file: string, context: number) {
+  const engine = startLineProcess(["--import", "tsx", path.join(root, "bench/peers/raw-llama-chat.ts"), file, "1", String(context)]);
+  await engine.read();
+  return {
+    pid: engine.pid,
+    run: async (requests: number, tokens: number, seed: number) => JSON.parse(await engine.ask(`${requests} ${tokens} ${seed}`)) as { tokensPerSecond: number; tokens: number },
+    stop: engine.stop,
+  };
+}
+
 /** Starts bench/peers/<script> and resolves once it prints the port it listens on. */
 export function startPeer(script: string, args: string[] = []): Promise<Peer> {
   return startListening(path.join(root, "bench/peers", script), args);

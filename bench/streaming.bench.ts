@@ -5,7 +5,7 @@ import { startLlamaServer } from "../harness/llama-server.ts";
 import { modelsDir, spawnServer, tempDir } from "../harness/server.ts";
 import { shapedModel } from "../harness/shaped-model.ts";
 import { ratioRow, type BenchRow } from "./bench-row.ts";
-import { cpuMs, gatewayEntry, startLineProcess } from "./processes.ts";
+import { cpuMs, gatewayEntry, startLineProcess, startRawLlamaChat } from "./processes.ts";
 import { warmUp } from "./warm-up.ts";
 
 /**
@@ -31,17 +31,6 @@ interface Case {
   tokens: number;
   requests: number;
   target: string;
-}
-
-/** The raw engine, loaded once; each `run` asks it for `requests` completions and reads back its tokens/s. */
-async function startRaw(file: string, context: number) {
-  const engine = startLineProcess(["--import", "tsx", path.join(root, "bench/peers/raw-llama-chat.ts"), file, "1", String(context)]);
-  await engine.read();
-  return {
-    pid: engine.pid,
-    run: async (requests: number, tokens: number, seed: number) => JSON.parse(await engine.ask(`${requests} ${tokens} ${seed}`)) as Streamed,
-    stop: engine.stop,
-  };
 }
 
 /** What a side reports: its tokens per second of wall time, and the completion tokens it got. */
@@ -77,7 +66,7 @@ export default async function streamingBench(): Promise<BenchRow[]> {
   const rows: BenchRow[] = [];
   try {
     for (const c of cases) {
-      const engine = await startRaw(c.file, c.context);
+      const engine = await startRawLlamaChat(c.file, c.context);
       const server = await startLlamaServer(c.file, ["-c", String(c.context), "-np", "1", "-t", "1", "-tb", "1"]);
       const viaGateway = startClient(`${gateway.origin}/v1/chat/completions`, c.id, c.tokens, key, ca);
       const viaServer = startClient(`${server.origin}/v1/chat/completions`, c.id, c.tokens);

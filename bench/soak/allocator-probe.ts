@@ -16,13 +16,13 @@
 // each, under the chat client on canned-pool); reload (SIGHUP with the flood plan's limit changed, every 3 s);
 // canned (the chat client on canned-pool with the faulty upstream healthy: the control for redis, postgres and
 // upstream). HEALTH_INTERVAL: the pools' health checks at another interval (0s: none). MALLOC_CONF_EXTRA: more jemalloc options for the replica (a heap profile).
-import { spawn } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { modelsDir, requester, tempDir, trustingFetch } from "../../harness/server.ts";
+import { requester, tempDir, trustingFetch } from "../../harness/server.ts";
 import { imageMallocConf, jemallocTotalsConf } from "../../harness/allocator.ts";
 import { Sampler } from "./sampler.ts";
-import { adminToken, plans, replicaAllocator, startTopology } from "./topology.ts";
+import { plans, replicaAllocator, startTopology } from "./topology.ts";
+import { keySettings, runClient, soakTenants, warmEveryModel } from "./setup.ts";
 
 const interval = Number(process.env.ALLOC_INTERVAL ?? 4e6);
 const phaseMs = Number(process.env.PHASE_SECONDS ?? 60) * 1000;
@@ -61,53 +61,15 @@ const readings = () => topology.allocatorReadings.filter((r) => r.pid === pid);
 const ca = readFileSync(topology.caFile, "utf8");
 const { fetch: tlsFetch, agent } = trustingFetch(ca);
 const api = requester(tlsFetch, replica.origin);
-const admin = { authorization: `Bearer ${adminToken}` };
-
-// The soak's accounts, keys and console operator (soak.ts).
-async function adminJson<T>(method: string, route: string, body?: unknown): Promise<T> {
-  const res = body === undefined ? await api.get(route, { headers: admin, method }) : await api.post(route, body, { headers: admin, method });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`${method} ${route}: ${res.status} ${text}`);
-  return JSON.parse(text) as T;
-}
-const account = (name: string, plan: string) => adminJson<{ id: string }>("POST", "/admin/v1/accounts", { name, plan });
-const key = async (accountId: string) => adminJson<{ key: string; id: string }>("POST", "/admin/v1/keys", { account: accountId });
-const gold = await account("soak-gold", "gold");
-const silver = await account("soak-silver", "silver");
-const flood = await account("soak-flood", "flood");
-const keys = { upstream: await key(silver.id), upstreamAborts: await key(silver.id), flood: await key(flood.id), batch: await key(silver.id), warm: await key(gold.id) };
-const operator = { email: "soak-operator@example.com", password: "a quiet lighthouse keeps 42 boats" };
-const invite = await adminJson<{ token: string }>("POST", "/admin/v1/operators/invites", { email: operator.email, role: "operator-admin" });
-const accepted = await api.post("/console/api/invites/accept", { token: invite.token, password: operator.password }, { headers: { origin: replica.origin } });
-if (!accepted.ok) throw new Error(`invite accept: ${accepted.status} ${await accepted.text()}`);
-
-// Every model loaded before the clock starts, as the soak does (the whisper model's first load is +14 MB once).
-for (let round = 0; round < 4; round++) {
-  const warm = { key: keys.warm.key };
-  await Promise.all([
-    api.post("/v1/chat/completions", { model: "stories", messages: [{ role: "user", content: "Once" }], max_tokens: 4 }, warm),
-    api.post("/v1/chat/completions", { model: "ls-pool", messages: [{ role: "user", content: "Once" }], max_tokens: 4 }, warm),
-    api.post("/v1/chat/completions", { model: "canned-pool", messages: [{ role: "user", content: "Once" }], max_tokens: 4 }, warm),
-    api.post("/v1/embeddings", { model: "embed", input: "warm" }, warm),
-    api.post("/v1/rerank", { model: "rerank", query: "warm", documents: ["warm"] }, warm),
-  ].map(async (p) => (await p).arrayBuffer()));
-  const form = new FormData();
-  form.append("model", "whisper");
-  form.append("file", new Blob([readFileSync(path.join(modelsDir, "jfk.wav"))]), "jfk.wav");
-  await (await api.post("/v1/audio/transcriptions", form, warm)).arrayBuffer();
-}
+const { gold, keys, operator } = await soakTenants(api, replica.origin);
+await warmEveryModel(api, keys.warm.key);
 
 const sampler = new Sampler(topology, path.join(outDir, "samples.csv"), ca);
 sampler.start(10_000);
 
-/** One of the soak's client processes (soak.ts `client`), against the one replica, until `endAt`. */
-function client(name: string, script: string, endAt: number, extra: Record<string, unknown>): Promise<void> {
-  const settings = { name, origin: replica.origin, caFile: topology.caFile, endAt, outFile: path.join(outDir, "requests", `${name}.jsonl`), ...extra };
-  writeFileSync(settings.outFile, "", { flag: "a" });
-  const child = spawn(process.execPath, [path.join(import.meta.dirname, "clients", script), JSON.stringify(settings)], { stdio: ["ignore", "inherit", "inherit"] });
-  return new Promise((resolve) => child.once("exit", (code) => (code !== 0 && process.stderr.write(`client ${name} exited ${code}\n`), resolve())));
-}
-const k = (x: { key: string; id: string }) => ({ key: x.key, keyId: x.id });
+/** One of the soak's client processes, against the one replica, until `endAt`. */
+const client = (name: string, script: string, endAt: number, extra: Record<string, unknown>) => runClient({ origin: replica.origin, caFile: topology.caFile, outDir }, name, script, endAt, extra);
+const k = keySettings;
 /** The soak's chat-upstream client on canned-pool alone (the faulty upstream is one of its two upstreams). */
 const cannedChat = (endAt: number, loops: number) =>
   client("chat-canned", "chat.mjs", endAt, { models: ["canned-pool"], ...k(keys.upstream), abortKey: keys.upstreamAborts.key, abortKeyId: keys.upstreamAborts.id, loops, maxTokens: 48, pauseMs: 300 });

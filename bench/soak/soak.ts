@@ -3,7 +3,7 @@
 // for SOAK_MINUTES (default 60; --short or SOAK_SHORT=1: 10) while faults are injected on a schedule; a sample of
 // every replica every 10 s. Writes bench/soak/out/ (requests, faults, samples.csv, allocator.csv: jemalloc's totals) and bench/soak/report.html
 // (a full run also docs/soak/), prints PASS/FAIL per check and exits 1 on a FAIL.
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, hostname, totalmem } from "node:os";
 import path from "node:path";
@@ -13,7 +13,8 @@ import { batchCheck, errorChecks, fdChecks, leakChecks, recoveryChecks, spendChe
 import { runFaults, schedule } from "./faults.ts";
 import { renderReport } from "./report.ts";
 import { Sampler, type Sample } from "./sampler.ts";
-import { adminToken, replicaAllocator, startTopology, type Topology } from "./topology.ts";
+import { replicaAllocator, startTopology, type Topology } from "./topology.ts";
+import { adminClient, keySettings, runClient, soakTenants, warmEveryModel } from "./setup.ts";
 import { redisChecks } from "./redis-counters.ts";
 
 const short = process.argv.includes("--short") || process.env.SOAK_SHORT === "1";
@@ -41,51 +42,10 @@ const topology = await startTopology(dir);
 const ca = readFileSync(topology.caFile, "utf8");
 const { fetch: tlsFetch, agent } = trustingFetch(ca);
 const api = requester(tlsFetch, topology.origin);
-const admin = { authorization: `Bearer ${adminToken}` };
-
-async function adminJson<T>(method: string, route: string, body?: unknown): Promise<T> {
-  const res = body === undefined ? await api.get(route, { headers: admin, method }) : await api.post(route, body, { headers: admin, method });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`${method} ${route}: ${res.status} ${text}`);
-  return JSON.parse(text) as T;
-}
-
-const account = (name: string, plan: string) => adminJson<{ id: string }>("POST", "/admin/v1/accounts", { name, plan });
-const key = async (accountId: string) => adminJson<{ key: string; id: string }>("POST", "/admin/v1/keys", { account: accountId });
-const gold = await account("soak-gold", "gold");
-const silver = await account("soak-silver", "silver");
-const flood = await account("soak-flood", "flood");
-const keys = {
-  local: await key(gold.id),
-  localAborts: await key(gold.id),
-  upstream: await key(silver.id),
-  upstreamAborts: await key(silver.id),
-  embed: await key(silver.id),
-  transcribe: await key(gold.id),
-  flood: await key(flood.id),
-  batch: await key(silver.id),
-  warm: await key(gold.id),
-};
-const operator = { email: "soak-operator@example.com", password: "a quiet lighthouse keeps 42 boats" };
-const invite = await adminJson<{ token: string }>("POST", "/admin/v1/operators/invites", { email: operator.email, role: "operator-admin" });
-const accepted = await api.post("/console/api/invites/accept", { token: invite.token, password: operator.password }, { headers: { origin: topology.origin } });
-if (!accepted.ok) throw new Error(`invite accept: ${accepted.status} ${await accepted.text()}`);
-
-// Every model loaded on both replicas before the clock starts (a first request may wait for a load).
-for (let round = 0; round < 4; round++) {
-  const warm = { key: keys.warm.key };
-  await Promise.all([
-    api.post("/v1/chat/completions", { model: "stories", messages: [{ role: "user", content: "Once" }], max_tokens: 4 }, warm),
-    api.post("/v1/chat/completions", { model: "ls-pool", messages: [{ role: "user", content: "Once" }], max_tokens: 4 }, warm),
-    api.post("/v1/chat/completions", { model: "canned-pool", messages: [{ role: "user", content: "Once" }], max_tokens: 4 }, warm),
-    api.post("/v1/embeddings", { model: "embed", input: "warm" }, warm),
-    api.post("/v1/rerank", { model: "rerank", query: "warm", documents: ["warm"] }, warm),
-  ].map(async (p) => (await p).arrayBuffer()));
-  const form = new FormData();
-  form.append("model", "whisper");
-  form.append("file", new Blob([readFileSync(path.join(modelsDir, "jfk.wav"))]), "jfk.wav");
-  await (await api.post("/v1/audio/transcriptions", form, warm)).arrayBuffer();
-}
+const { admin, adminJson } = adminClient(api);
+const { gold, silver, keys, operator } = await soakTenants(api, topology.origin);
+// Every model loaded on both replicas before the clock starts.
+await warmEveryModel(api, keys.warm.key);
 
 const sampler = new Sampler(topology, path.join(outDir, "samples.csv"), ca);
 await sampler.sampleAll();
@@ -95,13 +55,8 @@ sampler.start(10_000);
 const startedAt = Date.now();
 const endAt = startedAt + totalMs;
 const replicaKillAt = schedule(totalMs / 1000).find((s) => s.fault.kind === "replica")!.at;
-function client(name: string, script: string, extra: Record<string, unknown>): Promise<void> {
-  const settings = { name, origin: topology.origin, caFile: topology.caFile, endAt, outFile: path.join(outDir, "requests", `${name}.jsonl`), ...extra };
-  writeFileSync(settings.outFile, "");
-  const child = spawn(process.execPath, [path.join(soakDir, "clients", script), JSON.stringify(settings)], { stdio: ["ignore", "inherit", "inherit"] });
-  return new Promise((resolve) => child.once("exit", (code) => (code !== 0 && process.stderr.write(`client ${name} exited ${code}\n`), resolve())));
-}
-const k = (x: { key: string; id: string }) => ({ key: x.key, keyId: x.id });
+const client = (name: string, script: string, extra: Record<string, unknown>) => runClient({ origin: topology.origin, caFile: topology.caFile, outDir }, name, script, endAt, extra);
+const k = keySettings;
 const clients = [
   client("chat-local", "chat.mjs", { models: ["stories"], ...k(keys.local), abortKey: keys.localAborts.key, abortKeyId: keys.localAborts.id, loops: 2, maxTokens: 48, pauseMs: 300 }),
   client("chat-upstream", "chat.mjs", { models: ["ls-pool", "canned-pool"], ...k(keys.upstream), abortKey: keys.upstreamAborts.key, abortKeyId: keys.upstreamAborts.id, loops: 3, maxTokens: 48, pauseMs: 300 }),
