@@ -135,6 +135,28 @@ test("fair share: while a generation within its share is open, those over their 
   assert.equal(gate.stats.generations, 0);
 });
 
+test("fair share: a favoured generation that opens while a step is being released decodes its first step alone; the held steps go after it", async () => {
+  const { log, gate, sequences: [a1, a2, b] } = gated("a", "c", "b");
+  gate.assign(0, { overShare: true, favoured: false });
+  gate.assign(1, { overShare: true, favoured: false });
+  const itA1 = a1.evaluateWithMetadata([], {});
+  const itA2 = a2.evaluateWithMetadata([], {});
+  const stepsA = [itA1.next(), itA2.next()]; // both asked: their step is released at the next turn
+  // In the same turn, a generation within its share opens and asks for its first token (its prompt).
+  gate.assign(2, { overShare: false, favoured: true });
+  const itB = b.evaluateWithMetadata([], {});
+  const firstB = itB.next();
+  await tick();
+  assert.deepEqual(log, ["b0"], "only b's step went to the engine");
+  await firstB;
+  await itB.return(undefined);
+  await Promise.all(stepsA);
+  assert.deepEqual(log, ["b0", "a0", "c0"], "the held steps went on together once b ended");
+  await itA1.return(undefined);
+  await itA2.return(undefined);
+  assert.equal(gate.stats.generations, 0);
+});
+
 test("node-llama-cpp's decode schedule: a lone step's decode goes at once, a shared step's waits the turn", async () => {
   const { gate, sequences: [a, b] } = gated("a", "b");
   const dispatched: string[] = [];

@@ -185,7 +185,13 @@ export class Lockstep {
     this.releasing = this.take(steps);
     setImmediate(() => {
       this.releasing = null;
-      this.passOn(steps);
+      // A favoured generation that opened during the turn holds the steps over their share from now on: its first
+      // step (the prompt) decodes alone instead of with theirs.
+      const held = this.heldNow();
+      const going = steps.filter((s) => !held(s.sequenceId));
+      if (going.length < steps.length) this.waiting.push(...steps.filter((s) => held(s.sequenceId)));
+      if (going.length > 0) this.passOn(going);
+      else this.check();
     });
   }
 
