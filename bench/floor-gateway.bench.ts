@@ -10,7 +10,7 @@ import { autocannon, cpuMs, gatewayEntry, runNode, startPeer } from "./processes
 /**
  * Issue 46: Modelgate against the floor of its own stack in the same run (bench/peers/fastify-floor.mjs: Fastify
  * over HTTPS, pino's access line at info, undici to the canned upstream, nothing else), each in its own process,
- * alternating which goes first, RUNS runs after a 10-s warm-up of each load:
+ * alternating which goes first, RUNS runs after a 30-s warm-up of each load:
  * - non-stream chat through `engine: upstream`: the floor asks for a stream and joins it, as Modelgate does (its
  *   `sse` mode). CPU per request and req/s at c=16, and the p50 added over the canned upstream straight
  *   (sequential requests);
@@ -65,8 +65,10 @@ export default async function floorGatewayBench(): Promise<BenchRow[]> {
     return { rps: result.rps, cpuUs: ((cpuMs(pids[side]) - before) * 1000) / (result.rps * seconds) };
   };
   try {
-    // Warm-up: Modelgate's path takes V8 about 10 s of c=16 load to optimise (docs/benchmarks.md, issue 35).
-    for (const what of loads) for (const side of sides) await load(side, what, 10);
+    // Warm-up: under c=16 chat load V8 is still compiling Modelgate's path 16-24 s in (42 optimising compiles in
+    // those 8 s against 7 or fewer in each later window; its background compiles were 5% of the CPU a request took
+    // at 12 s), so each load runs 30 s first (docs/benchmarks.md, issue 46 on 2026-11-30, evening).
+    for (const what of loads) for (const side of sides) await load(side, what, 30);
     for (let i = 0; i < RUNS; i++) {
       process.stderr.write(`  run ${i + 1}/${RUNS}\n`);
       const order = i % 2 === 0 ? sides : [...sides].reverse();

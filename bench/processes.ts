@@ -84,9 +84,22 @@ export async function startRawLlamaChat(file: string, context: number) {
   };
 }
 
-/** Starts bench/peers/<script> and resolves once it prints the port it listens on. */
-export function startPeer(script: string, args: string[] = []): Promise<Peer> {
-  return startListening(path.join(root, "bench/peers", script), args);
+/** Starts bench/peers/<script> (with `nodeArgs` for node itself) and resolves once it prints the port it listens on. */
+export function startPeer(script: string, args: string[] = [], nodeArgs: string[] = []): Promise<Peer> {
+  return startListening(path.join(root, "bench/peers", script), args, nodeArgs);
+}
+
+/** `perf record -e cpu-clock` (the one event a VM without PMU access has) at `hz` on a running process until `work` settles. */
+export async function perfRecorded<T>(pid: number, file: string, hz: number, work: () => Promise<T>): Promise<T> {
+  const perf = spawn("perf", ["record", "-e", "cpu-clock", "-F", String(hz), "-g", "-p", String(pid), "-o", file], { stdio: "ignore" });
+  await new Promise((r) => setTimeout(r, 500));
+  try {
+    return await work();
+  } finally {
+    const exited = new Promise((r) => perf.once("exit", r));
+    perf.kill("SIGINT");
+    await exited;
+  }
 }
 
 export interface Load {

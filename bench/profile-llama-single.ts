@@ -1,11 +1,11 @@
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import path from "node:path";
 import { createKey } from "../harness/keys.ts";
 import { testConfig } from "../harness/config.ts";
 import { startLlamaServer } from "../harness/llama-server.ts";
 import { spawnServer, tempDir } from "../harness/server.ts";
 import { shapedModel, type ModelShape, type WeightType } from "../harness/shaped-model.ts";
-import { cpuMs, runNode } from "./processes.ts";
+import { cpuMs, perfRecorded, runNode } from "./processes.ts";
 
 /**
  * `node --import tsx bench/profile-llama-single.ts OUT_DIR [SHAPE=smollm2-135m] [TYPE=q8_0] [TOKENS=256] [ROUNDS=3]`:
@@ -40,19 +40,6 @@ const sides = [
 ];
 const stream = (side: (typeof sides)[number], n: number) => runNode([path.join(root, "bench/clients/stream-client.mjs"), side.url, "inproc", String(n), "1", ...side.auth]);
 
-/** `perf record` on a running process until `work` settles. */
-async function recorded<T>(pid: number, file: string, work: () => Promise<T>): Promise<T> {
-  const perf = spawn("perf", ["record", "-e", "cpu-clock", "-F", "999", "-g", "-p", String(pid), "-o", file], { stdio: "ignore" });
-  await new Promise((r) => setTimeout(r, 500));
-  try {
-    return await work();
-  } finally {
-    const exited = new Promise((r) => perf.once("exit", r));
-    perf.kill("SIGINT");
-    await exited;
-  }
-}
-
 /** The area a `perf report` line (samples, dso, symbol) counts in. */
 function area(dso: string, symbol: string): string {
   if (symbol.startsWith("ggml_vec_dot_")) return "dot kernels";
@@ -86,7 +73,7 @@ try {
     for (const side of round % 2 === 0 ? sides : [...sides].reverse()) {
       const file = path.join(out, `${side.name}.perf.data`);
       const before = cpuMs(side.pid);
-      const rate = await recorded(side.pid, file, async () => JSON.parse(await stream(side, tokens)) as { tokensPerSecond: number });
+      const rate = await perfRecorded(side.pid, file, 999, async () => JSON.parse(await stream(side, tokens)) as { tokensPerSecond: number });
       const perToken = (cpuMs(side.pid) - before) / tokens;
       const of = figures.get(side.name)!;
       of.rate.push(rate.tokensPerSecond);

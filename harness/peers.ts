@@ -8,8 +8,8 @@ export interface Peer {
 }
 
 /** Starts `script` (a path) with node and resolves once it prints the port it listens on. */
-export function startListening(script: string, args: string[] = []): Promise<Peer> {
-  const child = spawn(process.execPath, [script, ...args], { stdio: ["ignore", "pipe", "inherit"] });
+export function startListening(script: string, args: string[] = [], nodeArgs: string[] = []): Promise<Peer> {
+  const child = spawn(process.execPath, [...nodeArgs, script, ...args], { stdio: ["ignore", "pipe", "inherit"] });
   return new Promise((resolve) => {
     child.stdout!.setEncoding("utf8").once("data", (d: string) => resolve({ child, port: Number(/listening (\d+)/.exec(d)![1]) }));
   });
