@@ -1,11 +1,7 @@
-import { writeFileSync } from "node:fs";
 import path from "node:path";
-import { createKey } from "../harness/keys.ts";
-import { testConfig } from "../harness/config.ts";
-import { startCanned } from "../harness/peers.ts";
-import { spawnServer, tempDir, trustingFetch } from "../harness/server.ts";
 import { ratioRow, type BenchRow } from "./bench-row.ts";
-import { autocannon, cpuMs, gatewayEntry, runNode, startPeer } from "./processes.ts";
+import { startFloorSides } from "./floor-sides.ts";
+import { autocannon, cpuMs, runNode } from "./processes.ts";
 
 /**
  * Issue 46: Modelgate against the floor of its own stack in the same run (bench/peers/fastify-floor.mjs: Fastify
@@ -28,22 +24,7 @@ type Side = "floor" | "modelgate";
 type Load = "chat" | "stream" | "models";
 
 export default async function floorGatewayBench(): Promise<BenchRow[]> {
-  const dir = tempDir("bench-floor-gateway-");
-  const canned = await startCanned();
-  const raw = {
-    dataDir: dir,
-    plans: { bench: { rateLimit: { requests: 100_000_000, window: "1m" } } },
-    defaultPlan: "bench",
-    models: [{ id: "canned", engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `http://127.0.0.1:${canned.port}/v1`, model: "canned", maxInFlight: 256 }] }],
-  };
-  const gateway = await spawnServer(raw, dir, [], {}, gatewayEntry());
-  const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));
-  const ca = path.join(dir, "tls/cert.pem");
-  const { fetch, agent } = trustingFetch((await import("node:fs")).readFileSync(ca, "utf8"));
-  const modelsFile = path.join(dir, "models.json");
-  writeFileSync(modelsFile, await (await fetch(`${gateway.origin}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).text());
-  await agent.close();
-  const floor = await startPeer("fastify-floor.mjs", [ca, path.join(dir, "tls/key.pem"), String(canned.port), "sse", modelsFile]);
+  const { canned, gateway, key, ca, floor, stop } = await startFloorSides();
 
   const origins: Record<Side, string> = { floor: `https://127.0.0.1:${floor.port}`, modelgate: gateway.origin };
   const pids: Record<Side, number | undefined> = { floor: floor.child.pid, modelgate: gateway.child.pid };
@@ -85,9 +66,7 @@ export default async function floorGatewayBench(): Promise<BenchRow[]> {
       }
     }
   } finally {
-    await gateway.stop();
-    floor.child.kill();
-    canned.child.kill();
+    await stop();
   }
   const added = (side: Side) => p50[side].map((v, i) => v - p50.direct[i]!);
   const floorOver = (what: Load) => cpu[what].floor.map((f, i) => f / cpu[what].modelgate[i]!);

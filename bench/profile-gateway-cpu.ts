@@ -1,11 +1,7 @@
-import { writeFileSync } from "node:fs";
 import path from "node:path";
-import { createKey } from "../harness/keys.ts";
-import { testConfig } from "../harness/config.ts";
-import { startCanned } from "../harness/peers.ts";
-import { spawnServer, tempDir, trustingFetch } from "../harness/server.ts";
+import { startFloorSides } from "./floor-sides.ts";
 import { cpuSplit, type CpuSplit } from "./perf-split.ts";
-import { autocannon, gatewayEntry, perfRecorded, startPeer } from "./processes.ts";
+import { autocannon, perfRecorded } from "./processes.ts";
 
 /**
  * `node --import tsx bench/profile-gateway-cpu.ts OUT_DIR [chat|stream|models]`: where the CPU of a request goes,
@@ -18,23 +14,8 @@ import { autocannon, gatewayEntry, perfRecorded, startPeer } from "./processes.t
 const out = path.resolve(process.argv[2] ?? "profiles");
 const what = process.argv[3] ?? "chat";
 const HZ = 1999;
-const dir = tempDir("profile-gateway-cpu-");
-const canned = await startCanned();
-const raw = {
-  dataDir: dir,
-  plans: { bench: { rateLimit: { requests: 100_000_000, window: "1m" } } },
-  defaultPlan: "bench",
-  models: [{ id: "canned", engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `http://127.0.0.1:${canned.port}/v1`, model: "canned", maxInFlight: 256 }] }],
-};
 const perfMaps = ["--perf-basic-prof"];
-const gateway = await spawnServer(raw, dir, [], { NODE_OPTIONS: perfMaps.join(" ") }, gatewayEntry());
-const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));
-const ca = path.join(dir, "tls/cert.pem");
-const { fetch, agent } = trustingFetch((await import("node:fs")).readFileSync(ca, "utf8"));
-const modelsFile = path.join(dir, "models.json");
-writeFileSync(modelsFile, await (await fetch(`${gateway.origin}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).text());
-await agent.close();
-const floor = await startPeer("fastify-floor.mjs", [ca, path.join(dir, "tls/key.pem"), String(canned.port), "sse", modelsFile], perfMaps);
+const { gateway, key, floor, stop } = await startFloorSides({ gatewayEnv: { NODE_OPTIONS: perfMaps.join(" ") }, floorNodeArgs: perfMaps });
 
 const body = what === "models" ? undefined : JSON.stringify({ model: "canned", messages: [{ role: "user", content: "Hello" }], ...(what === "stream" ? { stream: true } : {}) });
 const route = what === "models" ? "/v1/models" : "/v1/chat/completions";
@@ -52,9 +33,7 @@ try {
     splits.push({ name: side.name, requests: load.rps * 8, split: cpuSplit(file) });
   }
 } finally {
-  floor.child.kill();
-  await gateway.stop();
-  canned.child.kill();
+  await stop();
 }
 
 const perRequest = (samples: number, requests: number) => ((samples / HZ) * 1e6) / requests;
