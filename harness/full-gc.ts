@@ -33,74 +33,124 @@ export function statusBytes<F extends string>(pid: number, fields: readonly F[])
 }
 
 /**
- * A full garbage collection forced in another process through its inspector (HeapProfiler.collectGarbage: V8 collects
- * all it can, compacts, and shrinks the young generation), in each of its worker threads and then in the main thread,
- * then the main thread's heap used read at once, and its RSS once the
- * process has had `trimWaitMs` to trim glibc's heaps after that GC (server.trimNativeMemory does so on the event
- * loop's next turns, after the collection's performance entry is delivered, or at most a second later when it trimmed
- * just before). Read this way,
- * every reading is taken in the same state, which V8's own major GCs are not (issue 47: only some of them shrink the
- * young generation, by up to 30 MB of RSS).
+ * Full garbage collections forced in another process through one inspector connection, kept open
+ * (HeapProfiler.collectGarbage: V8 collects all it can, compacts, and shrinks the young generation): `collect()` runs
+ * one in each of its worker threads and then in the main thread, reads the main thread's heap used at once, and its
+ * RSS once the process has had `trimWaitMs` to trim glibc's heaps after that GC (server.trimNativeMemory does so on
+ * the event loop's next turns, after the collection's performance entry is delivered, or at most a second later
+ * when it trimmed just before). Read this way, every reading is taken in the same state, which V8's own major GCs
+ * are not (issue 47: only some of them shrink the young generation, by up to 30 MB of RSS).
+ *
+ * The worker threads are reached through NodeWorker.enable, once per connection: Node connects an inspector
+ * session inside every worker thread at each enable and frees none of them after the disable, about 20 KB a worker
+ * each time (issue 47: jemalloc's profiler showed the soak's sampler, enabling them every 10 s, growing an idle
+ * replica 1.2 MB per 10 minutes with them). Workers that start later attach to the same connection.
  */
-export async function afterFullGc(url: string, pid: number, timeoutMs = 10_000, trimWaitMs = 1200): Promise<FullGcReading> {
-  const socket = new WebSocket(url);
-  const pending = new Map<number, (result: unknown) => void>();
-  let nextId = 1;
-  const failed = new Promise<never>((_, reject) => {
-    socket.addEventListener("error", () => reject(new Error(`inspector ${url} unreachable`)));
-    socket.addEventListener("close", () => reject(new Error(`inspector ${url} closed`)));
-    setTimeout(() => reject(new Error(`inspector ${url} did not answer in ${timeoutMs} ms`)), timeoutMs).unref();
-  });
-  failed.catch(() => {});
-  // The worker threads' sessions (NodeWorker.attachedToWorker), and their answers, relayed by the main one.
-  const workers: string[] = [];
-  const workerPending = new Map<string, () => void>();
-  socket.addEventListener("message", (event) => {
-    const message = JSON.parse(String(event.data)) as { id?: number; result?: unknown; method?: string; params?: { sessionId: string; message?: string } };
-    if (message.id !== undefined) pending.get(message.id)?.(message.result);
-    else if (message.method === "NodeWorker.attachedToWorker") workers.push(message.params!.sessionId);
+export class FullGcCollector {
+  private readonly pending = new Map<number, (result: unknown) => void>();
+  /** The workers' sessions (NodeWorker.attachedToWorker), and their answers, relayed by the main one. */
+  private readonly workers = new Set<string>();
+  private readonly workerPending = new Map<string, () => void>();
+  private nextId = 1;
+  private readonly closed: Promise<never>;
+
+  private constructor(
+    private readonly socket: WebSocket,
+    private readonly pid: number,
+    private readonly timeoutMs: number,
+  ) {
+    this.closed = new Promise<never>((_, reject) => {
+      socket.addEventListener("error", () => reject(new Error(`inspector ${socket.url} unreachable`)));
+      socket.addEventListener("close", () => reject(new Error(`inspector ${socket.url} closed`)));
+    });
+    this.closed.catch(() => {});
+    socket.addEventListener("message", (event) => this.received(String(event.data)));
+  }
+
+  /** Connects to the inspector at `url` (of process `pid`) and attaches its worker threads. */
+  static async connect(url: string, pid: number, timeoutMs = 10_000): Promise<FullGcCollector> {
+    const collector = new FullGcCollector(new WebSocket(url), pid, timeoutMs);
+    try {
+      await collector.bounded(new Promise((resolve) => collector.socket.addEventListener("open", resolve)));
+      // Node reports the workers already running while answering.
+      await collector.call("NodeWorker.enable", { waitForDebuggerOnStart: false });
+    } catch (err) {
+      collector.close();
+      throw err;
+    }
+    return collector;
+  }
+
+  async collect(trimWaitMs = 1200): Promise<FullGcReading> {
+    const started = performance.now();
+    // The workers first, so that the main thread's collection (after which the process trims glibc's heaps) comes last.
+    await Promise.all([...this.workers].map((sessionId) => this.collectInWorker(sessionId)));
+    await this.call("HeapProfiler.collectGarbage");
+    const pauseMs = performance.now() - started;
+    const usage = await this.call<{ usedSize: number }>("Runtime.getHeapUsage");
+    await new Promise((resolve) => setTimeout(resolve, trimWaitMs));
+    return { heap: usage.usedSize, rss: statusBytes(this.pid, ["VmRSS"]).VmRSS, pauseMs };
+  }
+
+  close(): void {
+    this.socket.close();
+  }
+
+  private received(data: string): void {
+    const message = JSON.parse(data) as { id?: number; result?: unknown; method?: string; params?: { sessionId: string; message?: string } };
+    if (message.id !== undefined) {
+      this.pending.get(message.id)?.(message.result);
+      this.pending.delete(message.id);
+    } else if (message.method === "NodeWorker.attachedToWorker") this.workers.add(message.params!.sessionId);
     else if (message.method === "NodeWorker.detachedFromWorker") {
       // A worker that exits meanwhile (it failed, or its pool closed) answers nothing more: nothing is left to collect.
-      for (const [key, resolve] of workerPending) if (key.startsWith(`${message.params!.sessionId}:`)) resolve();
+      this.workers.delete(message.params!.sessionId);
+      for (const [key, resolve] of this.workerPending) if (key.startsWith(`${message.params!.sessionId}:`)) resolve();
     } else if (message.method === "NodeWorker.receivedMessageFromWorker") {
       const inner = JSON.parse(message.params!.message!) as { id?: number };
-      if (inner.id !== undefined) workerPending.get(`${message.params!.sessionId}:${inner.id}`)?.();
+      const key = `${message.params!.sessionId}:${inner.id}`;
+      this.workerPending.get(key)?.();
+      this.workerPending.delete(key);
     }
-  });
-  const call = <T>(method: string, params?: unknown) =>
-    Promise.race([
-      failed,
+  }
+
+  /** `work`, or the connection's failure, or a timeout after `timeoutMs`. */
+  private bounded<T>(work: Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`inspector ${this.socket.url} did not answer in ${this.timeoutMs} ms`)), this.timeoutMs);
+    });
+    return Promise.race([this.closed, timeout, work]).finally(() => clearTimeout(timer));
+  }
+
+  private call<T>(method: string, params?: unknown): Promise<T> {
+    return this.bounded(
       new Promise<T>((resolve) => {
-        const id = nextId++;
-        pending.set(id, resolve as (result: unknown) => void);
-        socket.send(JSON.stringify({ id, method, params }));
+        const id = this.nextId++;
+        this.pending.set(id, resolve as (result: unknown) => void);
+        this.socket.send(JSON.stringify({ id, method, params }));
       }),
-    ]);
+    );
+  }
+
   /** A full GC in one worker thread: its isolate holds its own garbage, and the native buffers (tensors) it keeps. */
-  const collectInWorker = (sessionId: string) =>
-    Promise.race([
-      failed,
+  private collectInWorker(sessionId: string): Promise<void> {
+    return this.bounded(
       new Promise<void>((resolve) => {
-        const id = nextId++;
-        workerPending.set(`${sessionId}:${id}`, resolve);
-        void call("NodeWorker.sendMessageToWorker", { sessionId, message: JSON.stringify({ id, method: "HeapProfiler.collectGarbage" }) });
+        const id = this.nextId++;
+        this.workerPending.set(`${sessionId}:${id}`, resolve);
+        void this.call("NodeWorker.sendMessageToWorker", { sessionId, message: JSON.stringify({ id, method: "HeapProfiler.collectGarbage" }) });
       }),
-    ]);
+    );
+  }
+}
+
+/** One reading through a connection of its own (FullGcCollector), closed after it. */
+export async function afterFullGc(url: string, pid: number, timeoutMs = 10_000, trimWaitMs = 1200): Promise<FullGcReading> {
+  const collector = await FullGcCollector.connect(url, pid, timeoutMs);
   try {
-    await Promise.race([failed, new Promise((resolve) => socket.addEventListener("open", resolve))]);
-    const started = performance.now();
-    // The workers first, so that the main thread's collection (after which the process trims glibc's heaps) comes
-    // last. Node reports the workers already running while answering NodeWorker.enable.
-    await call("NodeWorker.enable", { waitForDebuggerOnStart: false });
-    await Promise.all(workers.map(collectInWorker));
-    await call("NodeWorker.disable");
-    await call("HeapProfiler.collectGarbage");
-    const pauseMs = performance.now() - started;
-    const usage = await call<{ usedSize: number }>("Runtime.getHeapUsage");
-    await new Promise((resolve) => setTimeout(resolve, trimWaitMs));
-    const rss = statusBytes(pid, ["VmRSS"]).VmRSS;
-    return { heap: usage.usedSize, rss, pauseMs };
+    return await collector.collect(trimWaitMs);
   } finally {
-    socket.close();
+    collector.close();
   }
 }

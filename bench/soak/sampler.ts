@@ -3,7 +3,7 @@ import { Agent } from "undici";
 import type { Topology } from "./topology.ts";
 import type { SpawnedServer } from "../../harness/server.ts";
 import { metricsToken } from "./topology.ts";
-import { afterFullGc, inspectorUrl, statusBytes } from "../../harness/full-gc.ts";
+import { FullGcCollector, inspectorUrl, statusBytes } from "../../harness/full-gc.ts";
 
 /** One replica's sample: memory, event loop, descriptors and handles, and its answers per second by status since the last. */
 export interface Sample {
@@ -75,11 +75,14 @@ function openFds(pid: number): number {
 /**
  * Samples every replica every `everyMs` through its own /metrics (the metrics token), into `csvFile`; each time it
  * also forces a full GC in each (its worker threads, then its main thread) through its inspector and reads heap and
- * RSS just after (decision 0048).
+ * RSS just after (decision 0048), through one inspector connection per process, kept open (full-gc.ts: each new one
+ * would leave an inspector session in every worker thread).
  */
 export class Sampler {
   readonly samples: Sample[] = [];
   private readonly last = new Map<number, { t: number; counts: Record<string, number> }>();
+  /** Per process (a restarted replica is a new one); a connection that failed is made again at the next sample. */
+  private readonly collectors = new Map<number, Promise<FullGcCollector>>();
   private readonly agent: Agent;
   private timer: NodeJS.Timeout | null = null;
 
@@ -101,6 +104,20 @@ export class Sampler {
     if (this.timer) clearInterval(this.timer);
     await this.sampleAll();
     await this.agent.close();
+    for (const collector of this.collectors.values()) void collector.then((c) => c.close(), () => {});
+  }
+
+  private async afterFullGc(server: SpawnedServer) {
+    const pid = server.child.pid!;
+    let collector = this.collectors.get(pid);
+    if (!collector) this.collectors.set(pid, (collector = FullGcCollector.connect(inspectorUrl(server.stderr), pid)));
+    try {
+      return await (await collector).collect();
+    } catch (err) {
+      this.collectors.delete(pid);
+      void collector.then((c) => c.close(), () => {});
+      throw err;
+    }
   }
 
   async sampleAll(): Promise<void> {
@@ -112,7 +129,7 @@ export class Sampler {
     const res = await fetch(`${server.origin}/metrics`, { headers: { authorization: `Bearer ${metricsToken}` }, dispatcher: this.agent } as RequestInit);
     const text = await res.text();
     // After the scrape, so that the ordinary readings are the process as it runs.
-    const reading = await afterFullGc(inspectorUrl(server.stderr), pid).catch(() => null);
+    const reading = await this.afterFullGc(server).catch(() => null);
     const t = Date.now();
     const counts = requestsByStatus(text);
     const before = this.last.get(pid);
