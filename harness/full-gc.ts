@@ -105,13 +105,17 @@ export class FullGcCollector {
     else if (message.method === "NodeWorker.detachedFromWorker") {
       // A worker that exits meanwhile (it failed, or its pool closed) answers nothing more: nothing is left to collect.
       this.workers.delete(message.params!.sessionId);
-      for (const [key, resolve] of this.workerPending) if (key.startsWith(`${message.params!.sessionId}:`)) resolve();
+      for (const key of this.workerPending.keys()) if (key.startsWith(`${message.params!.sessionId}:`)) this.workerAnswered(key);
     } else if (message.method === "NodeWorker.receivedMessageFromWorker") {
       const inner = JSON.parse(message.params!.message!) as { id?: number };
-      const key = `${message.params!.sessionId}:${inner.id}`;
-      this.workerPending.get(key)?.();
-      this.workerPending.delete(key);
+      this.workerAnswered(`${message.params!.sessionId}:${inner.id}`);
     }
+  }
+
+  /** A worker's collection is over (answered, or the worker left): the connection lives on, so its entry goes. */
+  private workerAnswered(key: string): void {
+    this.workerPending.get(key)?.();
+    this.workerPending.delete(key);
   }
 
   /** `work`, or the connection's failure, or a timeout after `timeoutMs`. */
