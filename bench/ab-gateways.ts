@@ -1,51 +1,87 @@
+import { execFileSync } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { createKey } from "../harness/keys.ts";
 import { testConfig } from "../harness/config.ts";
 import { startCanned } from "../harness/peers.ts";
-import { spawnServer, tempDir } from "../harness/server.ts";
+import { spawnServer, tempDir, trustingFetch } from "../harness/server.ts";
 import { median } from "./bench-row.ts";
-import { autocannon, cpuMs } from "./processes.ts";
+import { autocannon, benchRateLimit, cannedModel, cpuMs, startPeer } from "./processes.ts";
 
 /**
- * `node --import tsx bench/ab-gateways.ts A_ROOT B_ROOT [RUNS=8] [chat|stream|models]`: an A/B of two checkouts of
- * Modelgate (a `git worktree` of the parent commit, say, with node_modules linked) under the same load: non-stream
- * or streamed chat through `engine: upstream` to the canned upstream, or authenticated GET /v1/models, c=16, 5-s autocannon
- * runs alternating A and B after a 10-s warm-up of each. Prints the CPU per request of each process (/proc) per run,
- * and B over A per run; the later runs are the steady state.
+ * `node --import tsx bench/ab-gateways.ts [--floor] ROOT... [--runs=8] [--load=chat|stream|models]`: Modelgate from
+ * each checkout ROOT (a `git worktree` or `git archive` of another commit, say, with node_modules linked), each
+ * compiled first and run as deployed (the compiled build), under the same load: non-stream or streamed chat through
+ * `engine: upstream` to the canned upstream, or authenticated GET /v1/models, c=16. 5-s autocannon runs go round the
+ * arms in a rotating order after a 30-s warm-up of each (V8 is still optimising Modelgate's path 16–24 s in).
+ * `--floor` adds the floor of the stack (bench/peers/fastify-floor.mjs in its `sse` mode) as an arm. Prints each
+ * arm's CPU per request (/proc) per run, and each arm over the first per run; the later runs are the steady state.
  */
-const [aRoot, bRoot, runs = "8", what = "chat"] = process.argv.slice(2);
-if (!aRoot || !bRoot) throw new Error("usage: ab-gateways.ts A_ROOT B_ROOT [RUNS] [chat|stream|models]");
+const args = process.argv.slice(2);
+const option = (name: string, fallback: string) => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
+const runs = Number(option("runs", "8"));
+const what = option("load", "chat");
+const roots = args.filter((a) => !a.startsWith("--"));
+if (roots.length === 0) throw new Error("usage: ab-gateways.ts [--floor] ROOT... [--runs=N] [--load=chat|stream|models]");
+
+interface Arm {
+  name: string;
+  pid: number;
+  url: string;
+  key?: string;
+  stop: () => Promise<void>;
+}
 const canned = await startCanned();
-const sides: Record<"A" | "B", { pid: number; url: string; key: string; stop: () => Promise<void> }> = {} as never;
-for (const [name, root] of [["A", aRoot], ["B", bRoot]] as const) {
-  const dir = tempDir(`ab-${name}-`);
+const arms: Arm[] = [];
+const urlPath = what === "models" ? "/v1/models" : "/v1/chat/completions";
+let modelsFile: string | null = null;
+let tls: { cert: string; key: string } | null = null;
+for (const [i, root] of roots.entries()) {
+  const dir = tempDir(`ab-${i}-`);
   const raw = {
     dataDir: dir,
-    plans: { bench: { rateLimit: { requests: 100_000_000, window: "1m" } } },
+    plans: { bench: { rateLimit: benchRateLimit } },
     defaultPlan: "bench",
-    models: [{ id: "canned", engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `http://127.0.0.1:${canned.port}/v1`, model: "canned", maxInFlight: 256 }] }],
+    models: [cannedModel(canned.port)],
   };
-  const gateway = await spawnServer(raw, dir, [], {}, path.resolve(root, "bin/modelgate.js"));
+  execFileSync(process.execPath, [path.join(root, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json"], { cwd: root, stdio: "inherit" });
+  const gateway = await spawnServer(raw, dir, [], {}, path.resolve(root, "dist/cli/run.js"));
   const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));
-  sides[name] = { pid: gateway.child.pid!, url: `${gateway.origin}/v1/${what === "models" ? "models" : "chat/completions"}`, key, stop: async () => void (await gateway.stop()) };
+  if (!tls) {
+    tls = { cert: path.join(dir, "tls/cert.pem"), key: path.join(dir, "tls/key.pem") };
+    const { fetch, agent } = trustingFetch(readFileSync(tls.cert, "utf8"));
+    modelsFile = path.join(dir, "models.json");
+    writeFileSync(modelsFile, await (await fetch(`${gateway.origin}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).text());
+    await agent.close();
+  }
+  arms.push({ name: `${i}:${path.basename(path.resolve(root))}`, pid: gateway.child.pid!, url: gateway.origin + urlPath, key, stop: async () => void (await gateway.stop()) });
+}
+if (args.includes("--floor")) {
+  const floor = await startPeer("fastify-floor.mjs", [tls!.cert, tls!.key, String(canned.port), "sse", modelsFile!]);
+  arms.push({ name: "floor", pid: floor.child.pid!, url: `https://127.0.0.1:${floor.port}${urlPath}`, stop: async () => void floor.child.kill() });
 }
 const body = what === "models" ? undefined : JSON.stringify({ model: "canned", messages: [{ role: "user", content: "Hello" }], ...(what === "stream" ? { stream: true } : {}) });
-const cpu = { A: [] as number[], B: [] as number[] };
+const cpu = new Map(arms.map((a) => [a.name, [] as number[]]));
+const measure = async (arm: Arm, seconds: number) => {
+  const before = cpuMs(arm.pid);
+  const load = await autocannon({ url: arm.url, body, key: arm.key, seconds });
+  if (load.failed > 0) throw new Error(`${arm.name}: ${load.failed} failed requests`);
+  return ((cpuMs(arm.pid) - before) * 1000) / (load.rps * seconds);
+};
 try {
-  for (const side of Object.values(sides)) await autocannon({ url: side.url, body, key: side.key, seconds: 10 });
-  for (let i = 0; i < Number(runs); i++) {
-    for (const name of i % 2 ? (["B", "A"] as const) : (["A", "B"] as const)) {
-      const side = sides[name];
-      const before = cpuMs(side.pid);
-      const load = await autocannon({ url: side.url, body, key: side.key, seconds: 5 });
-      if (load.failed > 0) throw new Error(`${name}: ${load.failed} failed requests`);
-      cpu[name].push(((cpuMs(side.pid) - before) * 1000) / (load.rps * 5));
-    }
+  for (const arm of arms) await measure(arm, 30);
+  for (let i = 0; i < runs; i++) {
+    const order = arms.map((_, j) => arms[(i + j) % arms.length]!);
+    for (const arm of order) cpu.get(arm.name)!.push(await measure(arm, 5));
+    process.stderr.write(`  run ${i + 1}/${runs}\n`);
   }
 } finally {
-  for (const side of Object.values(sides)) await side.stop();
+  for (const arm of arms) await arm.stop();
   canned.child.kill();
 }
-for (const name of ["A", "B"] as const) console.log(`${name} CPU µs per request: ${cpu[name].map((v) => v.toFixed(0)).join(" ")} (median ${median(cpu[name]).toFixed(0)})`);
-const ratios = cpu.B.map((b, i) => b / cpu.A[i]!);
-console.log(`B over A per run: ${ratios.map((r) => r.toFixed(3)).join(" ")} (median ${median(ratios).toFixed(3)})`);
+const first = cpu.get(arms[0]!.name)!;
+for (const arm of arms) {
+  const own = cpu.get(arm.name)!;
+  const ratios = own.map((v, i) => v / first[i]!);
+  console.log(`${arm.name} CPU µs per request: ${own.map((v) => v.toFixed(0)).join(" ")} (median ${median(own).toFixed(0)}); over ${arms[0]!.name}: median ${median(ratios).toFixed(3)} (${Math.min(...ratios).toFixed(3)}–${Math.max(...ratios).toFixed(3)})`);
+}

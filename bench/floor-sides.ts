@@ -4,7 +4,7 @@ import { createKey } from "../harness/keys.ts";
 import { testConfig } from "../harness/config.ts";
 import { startCanned, type Peer } from "../harness/peers.ts";
 import { spawnServer, tempDir, trustingFetch, type SpawnedServer } from "../harness/server.ts";
-import { gatewayEntry, startPeer } from "./processes.ts";
+import { benchRateLimit, cannedModel, gatewayEntry, startPeer } from "./processes.ts";
 
 /** Modelgate and the floor of its own stack, side by side in front of one canned upstream. */
 export interface FloorSides {
@@ -30,9 +30,9 @@ export async function startFloorSides(options: { gatewayEnv?: NodeJS.ProcessEnv;
   const canned = await startCanned();
   const raw = {
     dataDir: dir,
-    plans: { bench: { rateLimit: { requests: 100_000_000, window: "1m" } } },
+    plans: { bench: { rateLimit: benchRateLimit } },
     defaultPlan: "bench",
-    models: [{ id: "canned", engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `http://127.0.0.1:${canned.port}/v1`, model: "canned", maxInFlight: 256 }] }],
+    models: [cannedModel(canned.port)],
   };
   const gateway = await spawnServer(raw, dir, [], options.gatewayEnv ?? {}, gatewayEntry());
   const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));

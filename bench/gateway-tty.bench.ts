@@ -6,7 +6,7 @@ import { createKey } from "../harness/keys.ts";
 import { testConfig } from "../harness/config.ts";
 import { cliPath, tempDir } from "../harness/server.ts";
 import { ratioRow, spread, type BenchRow } from "./bench-row.ts";
-import { throughput } from "./processes.ts";
+import { benchRateLimit, throughput } from "./processes.ts";
 
 /**
  * Issue 37: on a terminal the log is readable lines (pino-pretty) instead of JSON; it must not cost the gateway
@@ -67,7 +67,7 @@ export default async function gatewayTtyBench(): Promise<BenchRow[]> {
       const dir = tempDir(`bench-tty-${name}-`);
       const raw = {
         dataDir: dir,
-        plans: { bench: { rateLimit: { requests: 100_000_000, window: "1m" } } },
+        plans: { bench: { rateLimit: benchRateLimit } },
         defaultPlan: "bench",
         models: [{ id: "bench-chat", engine: "llama", source: "/nonexistent/bench-chat.gguf", capabilities: ["chat"], load: "lazy" }],
       };

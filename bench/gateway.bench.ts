@@ -4,7 +4,7 @@ import { createKey } from "../harness/keys.ts";
 import { testConfig } from "../harness/config.ts";
 import { spawnServer, tempDir, trustingFetch } from "../harness/server.ts";
 import { ratioRow, type BenchRow } from "./bench-row.ts";
-import { autocannon, cpuMs, startPeer } from "./processes.ts";
+import { autocannon, benchRateLimit, cpuMs, startPeer } from "./processes.ts";
 
 /**
  * Issue 23: the gateway's CPU per request. Authenticated GET /v1/models (API key, allowlist, limiter, scope
@@ -21,7 +21,7 @@ export default async function gatewayBench(): Promise<BenchRow[]> {
   const dir = tempDir("bench-gateway-");
   const raw = {
     dataDir: dir,
-    plans: { bench: { rateLimit: { requests: 100_000_000, window: "1m" } } },
+    plans: { bench: { rateLimit: benchRateLimit } },
     defaultPlan: "bench",
     models: [
       { id: "bench-chat", engine: "llama", source: "/nonexistent/bench-chat.gguf", capabilities: ["chat"], load: "lazy" },

@@ -4,7 +4,7 @@ import { testConfig } from "../harness/config.ts";
 import { startCanned } from "../harness/peers.ts";
 import { spawnServer, tempDir } from "../harness/server.ts";
 import { ratioRow, type BenchRow } from "./bench-row.ts";
-import { autocannon, cpuMs } from "./processes.ts";
+import { autocannon, benchRateLimit, cannedModel, cpuMs } from "./processes.ts";
 
 /**
  * Issue 44 Proof: what Anthropic's dialect costs. One `modelgate serve` (its own process, log level info) in front of
@@ -21,9 +21,9 @@ export default async function messagesBench(): Promise<BenchRow[]> {
   const dir = tempDir("bench-messages-");
   const raw = {
     dataDir: dir,
-    plans: { bench: { rateLimit: { requests: 100_000_000, window: "1m" } } },
+    plans: { bench: { rateLimit: benchRateLimit } },
     defaultPlan: "bench",
-    models: [{ id: "canned", engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `http://127.0.0.1:${canned.port}/v1`, model: "canned", maxInFlight: 256 }] }],
+    models: [cannedModel(canned.port)],
   };
   const gateway = await spawnServer(raw, dir);
   const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));

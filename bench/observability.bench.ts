@@ -4,7 +4,7 @@ import { testConfig } from "../harness/config.ts";
 import { spawnServer, tempDir } from "../harness/server.ts";
 import { ratioRow, type BenchRow } from "./bench-row.ts";
 import { startCanned } from "../harness/peers.ts";
-import { throughput } from "./processes.ts";
+import { cannedModel, throughput } from "./processes.ts";
 
 /**
  * Issue 19: what metrics and the access log cost. Two gateways (each its own process, default log level `info`)
@@ -23,7 +23,7 @@ export default async function observabilityBench(): Promise<BenchRow[]> {
       metrics: { enabled },
       plans: { bench: { rateLimit: { requests: 10_000_000, window: "1m" } } },
       defaultPlan: "bench",
-      models: [{ id: "canned", engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `http://127.0.0.1:${canned.port}/v1`, model: "canned", maxInFlight: 256 }] }],
+      models: [cannedModel(canned.port)],
     };
     const server = await spawnServer(raw, dir);
     const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));

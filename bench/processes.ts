@@ -21,6 +21,14 @@ export function gatewayEntry(): string {
   return process.env.BENCH_TSX ? cliPath : compiledCliPath();
 }
 
+/** A rate limit no bench load reaches: the gateway benches measure the path, not the limiter's refusals. */
+export const benchRateLimit = { requests: 100_000_000, window: "1m" };
+
+/** The canned upstream (harness/peers.ts) on `port` as the model `canned`: the gateway benches' `engine: upstream` entry. */
+export function cannedModel(port: number, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { id: "canned", engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `http://127.0.0.1:${port}/v1`, model: "canned", maxInFlight: 256 }], ...extra };
+}
+
 /** Runs a node script to completion and resolves with its stdout (rejects on a non-zero exit). */
 export function runNode(args: string[]): Promise<string> {
   return new Promise((resolve, reject) => {

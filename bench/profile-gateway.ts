@@ -3,7 +3,7 @@ import { createKey } from "../harness/keys.ts";
 import { testConfig } from "../harness/config.ts";
 import { startCanned } from "../harness/peers.ts";
 import { spawnServer, tempDir } from "../harness/server.ts";
-import { throughput } from "./processes.ts";
+import { benchRateLimit, cannedModel, throughput } from "./processes.ts";
 
 /**
  * `node --import tsx bench/profile-gateway.ts OUT_DIR [models|chat]`: a gateway bench's load on a server started
@@ -21,10 +21,10 @@ const dir = tempDir("profile-gateway-");
 const canned = what === "chat" || what === "stream" ? await startCanned() : null;
 const raw = {
   dataDir: dir,
-  plans: { bench: { rateLimit: { requests: 100_000_000, window: "1m" } } },
+  plans: { bench: { rateLimit: benchRateLimit } },
   defaultPlan: "bench",
   models: canned
-    ? [{ id: "canned", engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `http://127.0.0.1:${canned.port}/v1`, model: "canned", maxInFlight: 256 }] }]
+    ? [cannedModel(canned.port)]
     : [{ id: "bench-chat", engine: "llama", source: "/nonexistent/bench-chat.gguf", capabilities: ["chat"], load: "lazy" }],
 };
 const gateway = await spawnServer(raw, dir, [], { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${out}` }, process.env.ENTRY ? path.resolve(process.env.ENTRY) : undefined);

@@ -4,7 +4,7 @@ import { testConfig } from "../harness/config.ts";
 import { modelsDir, spawnServer, tempDir } from "../harness/server.ts";
 import { startCanned } from "../harness/peers.ts";
 import { ratioRow, type BenchRow } from "./bench-row.ts";
-import { cpuMs, runNode } from "./processes.ts";
+import { benchRateLimit, cannedModel, cpuMs, runNode } from "./processes.ts";
 
 /**
  * Issue 45.2, the response cache (`npm run bench -- routing` runs it with the routes' bench, routing-routes). Every
@@ -41,10 +41,10 @@ async function responseCacheRows(): Promise<BenchRow[]> {
   const canned = await startCanned();
   const raw = {
     dataDir: dir,
-    plans: { bench: { rateLimit: { requests: 100_000_000, window: "1m" }, cache: {} } },
+    plans: { bench: { rateLimit: benchRateLimit, cache: {} } },
     defaultPlan: "bench",
     models: [
-      { id: "canned", engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `http://127.0.0.1:${canned.port}/v1`, model: "canned", maxInFlight: 256 }], cache: { ttl: "1h" } },
+      cannedModel(canned.port, { cache: { ttl: "1h" } }),
       { id: "stories", engine: "llama", source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"], contextSize: 512, parallel: 1, threads: 1, cache: { ttl: "1h" } },
     ],
   };

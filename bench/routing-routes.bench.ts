@@ -4,7 +4,7 @@ import { testConfig } from "../harness/config.ts";
 import { startCanned } from "../harness/peers.ts";
 import { spawnServer, tempDir } from "../harness/server.ts";
 import { ratioRow, type BenchRow } from "./bench-row.ts";
-import { autocannon, cpuMs } from "./processes.ts";
+import { autocannon, benchRateLimit, cpuMs } from "./processes.ts";
 
 /**
  * Issue 45.1: what a route costs. One `modelgate serve` (its own process, log level info) in front of the canned
@@ -22,7 +22,7 @@ export default async function routingRoutesBench(): Promise<BenchRow[]> {
   const upstream = { engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `http://127.0.0.1:${canned.port}/v1`, model: "canned", maxInFlight: 256 }] };
   const raw = {
     dataDir: dir,
-    plans: { bench: { rateLimit: { requests: 100_000_000, window: "1m" } } },
+    plans: { bench: { rateLimit: benchRateLimit } },
     defaultPlan: "bench",
     models: [
       { id: "canned", ...upstream },

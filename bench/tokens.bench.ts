@@ -7,7 +7,7 @@ import { createKey, freshPostgres, redisTestUrl } from "../harness/keys.ts";
 import { testConfig } from "../harness/config.ts";
 import { spawnServer, tempDir, type SpawnedServer } from "../harness/server.ts";
 import { ratioRow, type BenchRow } from "./bench-row.ts";
-import { runNode, startPeer } from "./processes.ts";
+import { benchRateLimit, runNode, startPeer } from "./processes.ts";
 
 /**
  * Issue 32: token limits exact across replicas. Three `modelgate serve` processes share PostgreSQL and Redis in
@@ -35,9 +35,9 @@ export default async function tokensBench(): Promise<BenchRow[]> {
     redis: { url: redisTestUrl },
     keySecret: `bench-tokens-${randomBytes(16).toString("hex")}`,
     plans: {
-      metered: { rateLimit: { requests: 100_000_000, window: "1m" }, tokenLimit: { tokens: LIMIT, window: "1m" } },
-      unmetered: { rateLimit: { requests: 100_000_000, window: "1m" } },
-      wide: { rateLimit: { requests: 100_000_000, window: "1m" }, tokenLimit: { tokens: 1_000_000_000, window: "1m" } },
+      metered: { rateLimit: benchRateLimit, tokenLimit: { tokens: LIMIT, window: "1m" } },
+      unmetered: { rateLimit: benchRateLimit },
+      wide: { rateLimit: benchRateLimit, tokenLimit: { tokens: 1_000_000_000, window: "1m" } },
     },
     models: [{ id: "sized", engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `http://127.0.0.1:${upstream.port}/v1`, model: "sized" }], tokenize: "none", parallel: 256, queueSize: 4096 }],
   };

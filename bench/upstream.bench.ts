@@ -7,7 +7,7 @@ import { spawnServer, tempDir } from "../harness/server.ts";
 import { shapedModel } from "../harness/shaped-model.ts";
 import { ratioRow, type BenchRow } from "./bench-row.ts";
 import { startCanned } from "../harness/peers.ts";
-import { autocannon, cpuMs, runNode, startPeer } from "./processes.ts";
+import { autocannon, cannedModel, cpuMs, runNode, startPeer } from "./processes.ts";
 
 /**
  * The upstream engine's cost (issue 17). Every server and every load generator is its own process; the sides are
@@ -31,7 +31,7 @@ export default async function upstreamBench(): Promise<BenchRow[]> {
     plans: { bench: { rateLimit: { requests: 10_000_000, window: "1m" } } },
     defaultPlan: "bench",
     models: [
-      { id: "canned", engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `http://127.0.0.1:${canned.port}/v1`, model: "canned", maxInFlight: 256 }] },
+      cannedModel(canned.port),
       { id: "shaped", engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `${llama.origin}/v1`, model: "shaped" }] },
     ],
   };

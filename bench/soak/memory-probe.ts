@@ -14,7 +14,7 @@ import { createKey } from "../../harness/keys.ts";
 import { testConfig } from "../../harness/config.ts";
 import { startCanned } from "../../harness/peers.ts";
 import { compiledCliPath, spawnServer, tempDir, trustingFetch } from "../../harness/server.ts";
-import { autocannon } from "../processes.ts";
+import { autocannon, cannedModel } from "../processes.ts";
 import { metric, series } from "./sampler.ts";
 
 const label = process.env.LABEL ?? "default";
@@ -25,7 +25,7 @@ const token = "memory-probe-metrics-token-Qm3vT8xLp2Rk7sWz5nYc";
 const dir = tempDir("memory-probe-");
 const canned = await startCanned();
 const raw = { dataDir: dir, metrics: { token }, plans: { bench: { rateLimit: { requests: 100000000, window: "1m" } } }, defaultPlan: "bench",
-  models: [{ id: "canned", engine: "upstream", capabilities: ["chat"], upstreams: [{ url: `http://127.0.0.1:${canned.port}/v1`, model: "canned", maxInFlight: 256 }] }] };
+  models: [cannedModel(canned.port)] };
 const server = await spawnServer(raw, dir, [], env, compiledCliPath(), nodeFlags);
 const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));
 const { fetch } = trustingFetch(readFileSync(path.join(dir, "tls/cert.pem"), "utf8"));
