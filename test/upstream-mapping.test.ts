@@ -197,6 +197,31 @@ test("an error event inside the upstream's stream ends ours with one error event
   assert.equal(body.events.map((e) => e.choices?.[0]?.delta?.content ?? "").join(""), "Partial");
 });
 
+test("a non-stream client whose upstream stream fails part-way (error event, malformed event, early end, stall) gets 503 overloaded, never a half answer", async () => {
+  const failures: [string, Parameters<Replay["on"]>[1]][] = [
+    ["error event", sse([chunk({ role: "assistant", content: "" }), chunk({ content: "Partial" }), { error: { message: "engine died", code: 500 } }], { done: false })],
+    ["malformed event", sse([chunk({ role: "assistant", content: "Once" }), "{not json"], { done: false })],
+    ["early end", sse([chunk({ role: "assistant", content: "Once" })], { done: true })],
+    [
+      "stall",
+      (_req, res) => {
+        res.writeHead(200, { "content-type": "text/event-stream" });
+        res.write(`data: ${JSON.stringify(chunk({ role: "assistant", content: "Once" }))}\n\n`);
+      },
+    ],
+  ];
+  for (const [what, answer] of failures) {
+    replay.on("/v1/chat/completions", answer);
+    const res = await chat("vllm-mapped");
+    assert.deepEqual(await errorOf(res), { status: 503, type: "server_error", code: "overloaded", param: null }, what);
+  }
+  // The same upstream answering whole again: the collected message.
+  replay.on("/v1/chat/completions", sse([chunk({ role: "assistant", content: "Once" }), chunk({ content: " upon" }, "stop")]));
+  const done = (await (await chat("vllm-mapped")).json()) as { choices: { message: { content: string }; finish_reason: string }[] };
+  assert.equal(done.choices[0]!.message.content, "Once upon");
+  assert.equal(done.choices[0]!.finish_reason, "stop");
+});
+
 test("an upstream that stalls after its headers hits the idle timeout: an error event, never a hang", async () => {
   replay.on("/v1/chat/completions", (_req, res) => {
     res.writeHead(200, { "content-type": "text/event-stream" });

@@ -33,7 +33,7 @@ import { ChunkReader, toWireChat, type WireChunk } from "./chat-wire.ts";
 import { embeddingsCall, readEmbeddings, readRerank, rerankCall, transcriptionForm, readTranscript } from "./endpoint-wire.ts";
 import { countCompletion, countPrompt, detokenizeWith, llamaServerContext, llamaServerVocabulary, tokenizeWith, type PromptCount } from "./prompt-counter.ts";
 import { CompletionChunkReader, toWireCompletion, toWireInfill, type WireCompletionChunk } from "./completion-wire.ts";
-import { endedEarly, streamedDeltas } from "./upstream-stream.ts";
+import { collectedDeltas, endedEarly, streamedDeltas, type GenerationCall } from "./upstream-stream.ts";
 import { UpstreamClient, type UpstreamTimeouts } from "./upstream-client.ts";
 import { PoolMember, type MemberStats } from "./pool-member.ts";
 import { UpstreamPool, type PoolLease } from "./upstream-pool.ts";
@@ -203,22 +203,26 @@ export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, C
 
   /** /v1/completions (or llama-server's /infill for a suffix, with `infill: llama-server`), relayed as chat is. */
   complete(req: CompletionRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncIterable<CompletionDelta> {
-    return flatten(this.relay(signal, null, req.buffered === true, (client) => this.completionBatches(client, req, prepared, signal), (deltas) => deltas));
+    return flatten(this.relay(signal, null, req.buffered === true, (client) => this.completionCall(client, req, prepared), (deltas) => deltas));
   }
 
-  private async *completionBatches(client: UpstreamClient, req: CompletionRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncGenerator<CompletionDelta[]> {
+  private completionCall(client: UpstreamClient, req: CompletionRequest, prepared: UpstreamPreparedChat): GenerationCall<CompletionDelta> {
     const options = { model: client.target.model, maxTokens: prepared.asked, defaults: this.entry.defaults };
     const infill = req.suffix !== null && this.options.infill === "llama-server";
     const call = infill
       ? { path: "/infill", root: true, json: toWireInfill(req, options), contextParam: req.promptParam, unsupportedParam: "suffix" }
       : { path: "/completions", json: toWireCompletion(req, options), contextParam: req.promptParam };
     const reader = new CompletionChunkReader(req.promptLogprobs ? { promptLength: req.prompt.length } : null);
-    yield* streamedDeltas(client, call, this.timeouts, signal, (chunk) => reader.read(chunk as WireCompletionChunk));
-    const rest = reader.flush();
-    if (rest.length > 0) yield rest;
-    if (reader.finishReason === null) throw endedEarly(client.origin);
-    const usage = reader.usage ?? { promptTokens: prepared.promptTokens, completionTokens: reader.pieces };
-    yield [{ type: "done", finishReason: reader.finishReason, usage }];
+    return {
+      call,
+      read: (chunk) => reader.read(chunk as WireCompletionChunk),
+      flush: () => reader.flush(),
+      done: () => {
+        if (reader.finishReason === null) throw endedEarly(client.origin);
+        const usage = reader.usage ?? { promptTokens: prepared.promptTokens, completionTokens: reader.pieces };
+        return { type: "done", finishReason: reader.finishReason, usage };
+      },
+    };
   }
 
   async tokenize(req: TokenizeRequest, signal: AbortSignal): Promise<number[]> {
@@ -251,24 +255,20 @@ export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, C
   /** The deltas of each read of the upstream's stream as one run; a buffered answer as one run. */
   chat(req: ChatRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncIterable<ChatDelta[]> {
     const key = this.options.routing === "prefix-affinity" ? conversationKey(req.messages) : null;
-    return this.relay(signal, key, req.buffered === true, (client) => this.deltaBatches(client, req, prepared, signal), joinContent);
+    return this.relay(signal, key, req.buffered === true, (client) => this.chatCall(client, req, prepared), joinContent);
   }
 
   /**
    * One generation on the pool, as runs of deltas. A client waiting for the whole answer (`buffered`) has nothing
-   * committed until the end, so the whole generation may be retried on another upstream (its deltas joined by
-   * `join`, one run); a streaming client is committed at its first run, so only the steps before it (connect,
-   * headers, the first events) are.
+   * committed until the end, so the whole generation may be retried on another upstream (collected whole, its deltas
+   * joined by `join`, one run); a streaming client is committed at its first run, so only the steps before it
+   * (connect, headers, the first events) are.
    */
-  private async *relay<D>(signal: AbortSignal, key: number | null, buffered: boolean, batches: (client: UpstreamClient) => AsyncGenerator<D[]>, join: (deltas: D[]) => D[]): AsyncGenerator<D[]> {
+  private async *relay<D>(signal: AbortSignal, key: number | null, buffered: boolean, generation: (client: UpstreamClient) => GenerationCall<D>, join: (deltas: D[]) => D[]): AsyncGenerator<D[]> {
     if (buffered) {
       yield await this.call(
         signal,
-        async (client) => {
-          const deltas: D[] = [];
-          for await (const batch of batches(client)) for (const delta of batch) deltas.push(delta);
-          return join(deltas);
-        },
+        async (client) => join(await collectedDeltas(client, generation(client), this.timeouts, signal)),
         key,
       );
       return;
@@ -276,7 +276,7 @@ export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, C
     const lease = await this.acquire(
       signal,
       async (client) => {
-        const stream = batches(client);
+        const stream = streamedDeltas(client, generation(client), this.timeouts, signal);
         return { stream, first: await stream.next() };
       },
       key,
@@ -294,16 +294,21 @@ export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, C
     }
   }
 
-  /** One upstream call's deltas, ending with `done`, as arrays (streamedDeltas). */
-  private async *deltaBatches(client: UpstreamClient, req: ChatRequest, prepared: UpstreamPreparedChat, signal: AbortSignal): AsyncGenerator<ChatDelta[]> {
+  private chatCall(client: UpstreamClient, req: ChatRequest, prepared: UpstreamPreparedChat): GenerationCall<ChatDelta> {
     const reader = new ChunkReader();
-    const body = toWireChat(req, { model: client.target.model, maxTokens: prepared.asked, defaults: this.entry.defaults });
-    yield* streamedDeltas(client, { path: "/chat/completions", json: body, contextParam: "messages" }, this.timeouts, signal, (chunk) => reader.read(chunk as WireChunk));
-    if (reader.finishReason === null) throw endedEarly(client.origin);
-    // No usage from the upstream: the prompt as counted in prepare (0 when not counted) and one token per piece.
-    const usage = reader.usage ?? { promptTokens: prepared.promptTokens, completionTokens: reader.pieces };
-    const cached = reader.cachedPromptTokens;
-    yield [{ type: "done", finishReason: reader.finishReason, usage, ...(cached !== undefined ? { cachedPromptTokens: Math.min(cached, usage.promptTokens) } : {}) }];
+    const json = toWireChat(req, { model: client.target.model, maxTokens: prepared.asked, defaults: this.entry.defaults });
+    return {
+      call: { path: "/chat/completions", json, contextParam: "messages" },
+      read: (chunk) => reader.read(chunk as WireChunk),
+      flush: () => [],
+      done: () => {
+        if (reader.finishReason === null) throw endedEarly(client.origin);
+        // No usage from the upstream: the prompt as counted in prepare (0 when not counted) and one token per piece.
+        const usage = reader.usage ?? { promptTokens: prepared.promptTokens, completionTokens: reader.pieces };
+        const cached = reader.cachedPromptTokens;
+        return { type: "done", finishReason: reader.finishReason, usage, ...(cached !== undefined ? { cachedPromptTokens: Math.min(cached, usage.promptTokens) } : {}) };
+      },
+    };
   }
 
   prepareEmbed(): PreparedEmbed {

@@ -1,41 +1,41 @@
-import { sseEvents } from "./sse-events.ts";
+import type { EventSourceMessage } from "eventsource-parser";
+import { SseReader } from "./sse-events.ts";
 import { StallWatchdog } from "./stall-watchdog.ts";
 import type { UpstreamCall, UpstreamClient, UpstreamResponse, UpstreamTimeouts } from "./upstream-client.ts";
 import { readErrorBody, UpstreamUnavailable } from "./upstream-errors.ts";
 
+/** What one streamed upstream call of a generation sends, how its events become deltas, and the deltas that close it. */
+export interface GenerationCall<D> {
+  call: Omit<UpstreamCall, "signal" | "streaming">;
+  read(event: { error?: unknown }): D[];
+  /** What the reader held back until the end. */
+  flush(): D[];
+  /** The `done` delta once the stream ended; throws when the upstream ended it before its finish. */
+  done(): D;
+}
+
+type Bounds = Pick<UpstreamTimeouts, "firstByteMs" | "idleMs">;
+
 /**
- * One streamed upstream call (chat or completions), as our deltas: the events of each read of the body parsed and
- * turned into deltas by `read`, one array per read (a buffered answer collects them without a step per delta).
- * The stream's silences are bounded (StallWatchdog); an error event, a malformed event or any failure is mapped
- * (`UpstreamUnavailable` when retryable), after the deltas that came before it.
+ * One streamed upstream call (chat or completions), as our deltas: the events of each read of the body turned into
+ * deltas by `g.read`, one array per read, then what `g.flush` held back and `g.done`. The stream's silences are
+ * bounded (StallWatchdog); an error event, a malformed event or any failure is mapped (`UpstreamUnavailable` when
+ * retryable), after the deltas that came before it. The body is read here, not through another generator: each
+ * layer of iteration is a step per read, and a stream has a read per token.
  */
-export async function* streamedDeltas<D>(
-  client: UpstreamClient,
-  call: Omit<UpstreamCall, "signal" | "streaming">,
-  timeouts: Pick<UpstreamTimeouts, "firstByteMs" | "idleMs">,
-  signal: AbortSignal,
-  read: (event: { error?: unknown }) => D[],
-): AsyncGenerator<D[]> {
-  const watchdog = new StallWatchdog(signal, timeouts.firstByteMs, timeouts.idleMs);
-  const callSignal = watchdog.signal;
+export async function* streamedDeltas<D>(client: UpstreamClient, g: GenerationCall<D>, bounds: Bounds, signal: AbortSignal): AsyncGenerator<D[]> {
+  const watchdog = new StallWatchdog(signal, bounds.firstByteMs, bounds.idleMs);
   let response: UpstreamResponse | null = null;
   try {
-    response = await client.send({ ...call, signal: callSignal, streaming: true });
+    response = await client.send({ ...g.call, signal: watchdog.signal, streaming: true });
+    const sse = new SseReader();
     try {
-      for await (const events of sseEvents(response.body)) {
+      for await (const chunk of response.body) {
+        const events = sse.feed(chunk);
+        if (events.length === 0) continue;
         watchdog.beat();
         const deltas: D[] = [];
-        let failure: unknown = null;
-        for (const event of events) {
-          try {
-            const chunk = parseEvent(event.data, client.origin);
-            if (chunk.error !== undefined) throw streamError(chunk.error, client.origin);
-            for (const delta of read(chunk)) deltas.push(delta);
-          } catch (err) {
-            failure = err;
-            break;
-          }
-        }
+        const failure = readEvents(events, client.origin, g.read, deltas);
         // What came before a malformed or error event goes out first, as when each event was its own step.
         if (deltas.length > 0) yield deltas;
         if (failure !== null) throw failure;
@@ -43,11 +43,65 @@ export async function* streamedDeltas<D>(
     } finally {
       if (!response.body.readableEnded) response.body.destroy();
     }
+    const deltas: D[] = [];
+    const failure = readEvents(sse.end(), client.origin, g.read, deltas);
+    if (failure === null) for (const delta of g.flush()) deltas.push(delta);
+    if (deltas.length > 0) yield deltas;
+    if (failure !== null) throw failure;
   } catch (err) {
-    throw client.failure(err, callSignal, response?.total ?? null);
+    throw client.failure(err, watchdog.signal, response?.total ?? null);
   } finally {
     watchdog.stop();
   }
+  yield [g.done()];
+}
+
+/**
+ * The same call collected whole, for an answer nobody sees before its end (a buffered one): every delta in one
+ * array, `done` last, with the same bounds and the same failures, and no step of an iteration per read.
+ */
+export async function collectedDeltas<D>(client: UpstreamClient, g: GenerationCall<D>, bounds: Bounds, signal: AbortSignal): Promise<D[]> {
+  const watchdog = new StallWatchdog(signal, bounds.firstByteMs, bounds.idleMs);
+  let response: UpstreamResponse | null = null;
+  const deltas: D[] = [];
+  try {
+    response = await client.send({ ...g.call, signal: watchdog.signal, streaming: true });
+    const sse = new SseReader();
+    try {
+      for await (const chunk of response.body) {
+        const events = sse.feed(chunk);
+        if (events.length === 0) continue;
+        watchdog.beat();
+        const failure = readEvents(events, client.origin, g.read, deltas);
+        if (failure !== null) throw failure;
+      }
+    } finally {
+      if (!response.body.readableEnded) response.body.destroy();
+    }
+    const failure = readEvents(sse.end(), client.origin, g.read, deltas);
+    if (failure !== null) throw failure;
+  } catch (err) {
+    throw client.failure(err, watchdog.signal, response?.total ?? null);
+  } finally {
+    watchdog.stop();
+  }
+  for (const delta of g.flush()) deltas.push(delta);
+  deltas.push(g.done());
+  return deltas;
+}
+
+/** Parses one read's events into `deltas`; returns the failure that stopped it (an error or malformed event), or null. */
+function readEvents<D>(events: EventSourceMessage[], origin: string, read: (event: { error?: unknown }) => D[], deltas: D[]): unknown {
+  for (const event of events) {
+    try {
+      const chunk = parseEvent(event.data, origin);
+      if (chunk.error !== undefined) throw streamError(chunk.error, origin);
+      for (const delta of read(chunk)) deltas.push(delta);
+    } catch (err) {
+      return err;
+    }
+  }
+  return null;
 }
 
 /** The stream ended without its finish: an upstream that died mid-answer. */
