@@ -1,12 +1,9 @@
 import { execFileSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { createKey } from "../harness/keys.ts";
-import { testConfig } from "../harness/config.ts";
 import { startCanned } from "../harness/peers.ts";
-import { spawnServer, tempDir, trustingFetch } from "../harness/server.ts";
 import { median } from "./bench-row.ts";
-import { autocannon, benchRateLimit, cannedModel, cpuMs, startPeer } from "./processes.ts";
+import { startCannedGateway, startFloorPeer, type CannedGateway } from "./floor-sides.ts";
+import { loadWithCpu } from "./processes.ts";
 
 /**
  * `node --import tsx bench/ab-gateways.ts [--floor] ROOT... [--runs=8] [--load=chat|stream|models]`: Modelgate from
@@ -34,40 +31,21 @@ interface Arm {
 const canned = await startCanned();
 const arms: Arm[] = [];
 const urlPath = what === "models" ? "/v1/models" : "/v1/chat/completions";
-let modelsFile: string | null = null;
-let tls: { cert: string; key: string } | null = null;
+let firstGateway: CannedGateway | null = null;
 for (const [i, root] of roots.entries()) {
-  const dir = tempDir(`ab-${i}-`);
-  const raw = {
-    dataDir: dir,
-    plans: { bench: { rateLimit: benchRateLimit } },
-    defaultPlan: "bench",
-    models: [cannedModel(canned.port)],
-  };
   execFileSync(process.execPath, [path.join(root, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json"], { cwd: root, stdio: "inherit" });
-  const gateway = await spawnServer(raw, dir, [], {}, path.resolve(root, "dist/cli/run.js"));
-  const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));
-  if (!tls) {
-    tls = { cert: path.join(dir, "tls/cert.pem"), key: path.join(dir, "tls/key.pem") };
-    const { fetch, agent } = trustingFetch(readFileSync(tls.cert, "utf8"));
-    modelsFile = path.join(dir, "models.json");
-    writeFileSync(modelsFile, await (await fetch(`${gateway.origin}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).text());
-    await agent.close();
-  }
+  const started = await startCannedGateway(canned.port, path.resolve(root, "dist/cli/run.js"));
+  firstGateway ??= started;
+  const { gateway, key } = started;
   arms.push({ name: `${i}:${path.basename(path.resolve(root))}`, pid: gateway.child.pid!, url: gateway.origin + urlPath, key, stop: async () => void (await gateway.stop()) });
 }
 if (args.includes("--floor")) {
-  const floor = await startPeer("fastify-floor.mjs", [tls!.cert, tls!.key, String(canned.port), "sse", modelsFile!]);
+  const floor = await startFloorPeer(canned.port, firstGateway!);
   arms.push({ name: "floor", pid: floor.child.pid!, url: `https://127.0.0.1:${floor.port}${urlPath}`, stop: async () => void floor.child.kill() });
 }
 const body = what === "models" ? undefined : JSON.stringify({ model: "canned", messages: [{ role: "user", content: "Hello" }], ...(what === "stream" ? { stream: true } : {}) });
 const cpu = new Map(arms.map((a) => [a.name, [] as number[]]));
-const measure = async (arm: Arm, seconds: number) => {
-  const before = cpuMs(arm.pid);
-  const load = await autocannon({ url: arm.url, body, key: arm.key, seconds });
-  if (load.failed > 0) throw new Error(`${arm.name}: ${load.failed} failed requests`);
-  return ((cpuMs(arm.pid) - before) * 1000) / (load.rps * seconds);
-};
+const measure = async (arm: Arm, seconds: number) => (await loadWithCpu(arm.pid, { url: arm.url, body, key: arm.key, seconds }, arm.name)).cpuUs;
 try {
   for (const arm of arms) await measure(arm, 30);
   for (let i = 0; i < runs; i++) {

@@ -1,7 +1,7 @@
 import path from "node:path";
 import { ratioRow, type BenchRow } from "./bench-row.ts";
 import { startFloorSides } from "./floor-sides.ts";
-import { autocannon, cpuMs, runNode } from "./processes.ts";
+import { loadWithCpu, runNode } from "./processes.ts";
 
 /**
  * Issue 46: Modelgate against the floor of its own stack in the same run (bench/peers/fastify-floor.mjs: Fastify
@@ -39,12 +39,7 @@ export default async function floorGatewayBench(): Promise<BenchRow[]> {
   const rps = { chat: figures(), stream: figures(), models: figures() };
   const p50 = { ...figures(), direct: [] as number[] };
 
-  const load = async (side: Side, what: Load, seconds: number) => {
-    const before = cpuMs(pids[side]);
-    const result = await autocannon({ url: origins[side] + paths[what], body: bodies[what], key: keys[side], seconds });
-    if (result.failed > 0) throw new Error(`${side} ${what}: ${result.failed} failed requests`);
-    return { rps: result.rps, cpuUs: ((cpuMs(pids[side]) - before) * 1000) / (result.rps * seconds) };
-  };
+  const load = (side: Side, what: Load, seconds: number) => loadWithCpu(pids[side], { url: origins[side] + paths[what], body: bodies[what], key: keys[side], seconds }, `${side} ${what}`);
   try {
     // Warm-up: under c=16 chat load V8 is still compiling Modelgate's path 16-24 s in (42 optimising compiles in
     // those 8 s against 7 or fewer in each later window; its background compiles were 5% of the CPU a request took

@@ -2,7 +2,7 @@ import path from "node:path";
 import { startCanned } from "../harness/peers.ts";
 import { spawnServer, tempDir } from "../harness/server.ts";
 import { ratioRow, type BenchRow } from "./bench-row.ts";
-import { autocannon, cpuMs, runNode, startPeer } from "./processes.ts";
+import { autocannon, loadWithCpu, runNode, startPeer } from "./processes.ts";
 
 /**
  * Issue 35's gateway targets against the floor of Modelgate's own stack: the minimal HTTPS proxy
@@ -41,12 +41,9 @@ export default async function floorBench(): Promise<BenchRow[]> {
         const name = names[(i + k) % names.length]!;
         const p50 = (JSON.parse(await runNode([path.join(import.meta.dirname, "clients/latency-client.mjs"), url(name), body, "3", "", cert])) as { p50: number }).p50;
         added[name]!.push(p50 - direct);
-        const pid = peers[name].child.pid;
-        const before = cpuMs(pid);
-        const load = await autocannon({ url: url(name), body, seconds: 5 });
-        if (load.failed > 0) throw new Error(`${name}: ${load.failed} failed requests`);
+        const load = await loadWithCpu(peers[name].child.pid, { url: url(name), body, seconds: 5 }, name);
         rps[name]!.push(load.rps);
-        cpu[name]!.push(((cpuMs(pid) - before) * 1000) / (load.rps * 5));
+        cpu[name]!.push(load.cpuUs);
       }
     }
   } finally {

@@ -4,7 +4,7 @@ import { createKey } from "../harness/keys.ts";
 import { testConfig } from "../harness/config.ts";
 import { spawnServer, tempDir, trustingFetch } from "../harness/server.ts";
 import { ratioRow, type BenchRow } from "./bench-row.ts";
-import { autocannon, benchRateLimit, cpuMs, startPeer } from "./processes.ts";
+import { autocannon, benchRateLimit, loadWithCpu, startPeer } from "./processes.ts";
 
 /**
  * Issue 23: the gateway's CPU per request. Authenticated GET /v1/models (API key, allowlist, limiter, scope
@@ -42,12 +42,7 @@ export default async function gatewayBench(): Promise<BenchRow[]> {
   const rps = { gateway: [] as number[], raw: [] as number[] };
   const cpuPerRequest = { gateway: [] as number[], raw: [] as number[] };
   const pids = { gateway: gateway.child.pid, raw: peer.child.pid };
-  const run = async (side: "gateway" | "raw", seconds: number) => {
-    const before = cpuMs(pids[side]);
-    const load = side === "gateway" ? await autocannon({ url, key, seconds }) : await autocannon({ url: rawUrl, seconds });
-    if (load.failed > 0) throw new Error(`${side}: ${load.failed} failed requests`);
-    return { rps: load.rps, cpuUs: ((cpuMs(pids[side]) - before) * 1000) / (load.rps * seconds) };
-  };
+  const run = (side: "gateway" | "raw", seconds: number) => loadWithCpu(pids[side], side === "gateway" ? { url, key, seconds } : { url: rawUrl, seconds }, side);
   try {
     // Warm-up: JIT, TLS sessions, the key cache.
     await run("gateway", 2);

@@ -4,7 +4,7 @@ import { testConfig } from "../harness/config.ts";
 import { startCanned } from "../harness/peers.ts";
 import { spawnServer, tempDir } from "../harness/server.ts";
 import { ratioRow, type BenchRow } from "./bench-row.ts";
-import { autocannon, benchRateLimit, cannedModel, cpuMs } from "./processes.ts";
+import { autocannon, benchRateLimit, cannedModel, loadWithCpu } from "./processes.ts";
 
 /**
  * Issue 44 Proof: what Anthropic's dialect costs. One `modelgate serve` (its own process, log level info) in front of
@@ -33,12 +33,7 @@ export default async function messagesBench(): Promise<BenchRow[]> {
     chat: { url: `${gateway.origin}/v1/chat/completions`, body: JSON.stringify({ model: "canned", max_tokens: 100, stream: true, messages }) },
   } as const;
   const cpuPerRequest = { messages: [] as number[], chat: [] as number[] };
-  const run = async (side: keyof typeof sides, seconds: number) => {
-    const before = cpuMs(gateway.child.pid);
-    const load = await autocannon({ ...sides[side], key, seconds });
-    if (load.failed > 0) throw new Error(`${side}: ${load.failed} failed requests`);
-    return ((cpuMs(gateway.child.pid) - before) * 1000) / (load.rps * seconds);
-  };
+  const run = async (side: keyof typeof sides, seconds: number) => (await loadWithCpu(gateway.child.pid, { ...sides[side], key, seconds }, side)).cpuUs;
   try {
     // Warm-up, 10 s a side: V8 takes about that long under this load to optimise the path (bench/upstream.bench.ts).
     await run("messages", 10);

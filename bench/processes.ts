@@ -130,6 +130,17 @@ export async function autocannon(options: { url: string; body?: string; key?: st
   return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, failed: r.non2xx + r.errors };
 }
 
+/**
+ * An autocannon load on the server of process `pid`, refusing a run with any failed request (`label` names it in the
+ * error): its req/s and the CPU the process spent per request (/proc, every thread), in µs.
+ */
+export async function loadWithCpu(pid: number | undefined, options: Parameters<typeof autocannon>[0], label: string): Promise<{ rps: number; cpuUs: number }> {
+  const before = cpuMs(pid);
+  const load = await autocannon(options);
+  if (load.failed > 0) throw new Error(`${label}: ${load.failed} failed requests`);
+  return { rps: load.rps, cpuUs: ((cpuMs(pid) - before) * 1000) / (load.rps * options.seconds) };
+}
+
 /** autocannon's throughput, refusing a run with any failed request. */
 export async function throughput(options: Parameters<typeof autocannon>[0]): Promise<number> {
   const load = await autocannon(options);
