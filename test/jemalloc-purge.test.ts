@@ -1,3 +1,4 @@
+// test: alone (its first reading must come before jemalloc's background thread starts purging what the worker freed, and 30 MiB must go back within 30 s: both need spare CPU)
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
