@@ -435,16 +435,18 @@ test("issue 33 TOTP: turned on with a code, recovery codes shown once; sign-in t
   const setup = await member.json<{ secret: string; uri: string }>("POST", "/console/api/totp/setup");
   assert.match(setup.uri, /^otpauth:\/\/totp\/Modelgate:totp%40beta-corp\.example\?.*secret=/);
   assert.equal((await member.send("POST", "/console/api/totp/enable", { code: "000000" })).status, 400);
-  const { recoveryCodes } = await member.json<{ recoveryCodes: string[] }>("POST", "/console/api/totp/enable", { code: totpCode(setup.secret) });
+  // One instant for every code below: the test must not depend on whether a 30 s step boundary falls inside it.
+  const enabledAt = Date.now();
+  const { recoveryCodes } = await member.json<{ recoveryCodes: string[] }>("POST", "/console/api/totp/enable", { code: totpCode(setup.secret, enabledAt) });
   assert.equal(recoveryCodes.length, 10);
   const from = { "x-forwarded-for": "192.0.2.77" };
   const noCode = await signInRequest(srv.fetch, srv.origin, "totp@beta-corp.example", testPassword, {}, from);
   assert.deepEqual(await errorOf(noCode), { status: 401, type: "authentication_error", code: "invalid_api_key", param: "code" });
   // The code enable used is spent: the same time step again is refused.
-  const reused = await signInRequest(srv.fetch, srv.origin, "totp@beta-corp.example", testPassword, { code: totpCode(setup.secret) }, from);
+  const reused = await signInRequest(srv.fetch, srv.origin, "totp@beta-corp.example", testPassword, { code: totpCode(setup.secret, enabledAt) }, from);
   assert.deepEqual(await errorOf(reused), { status: 401, type: "authentication_error", code: "invalid_api_key", param: "code" });
   // The next time step's code (a step is accepted once, and the current one was spent turning TOTP on).
-  const next = await signInRequest(srv.fetch, srv.origin, "totp@beta-corp.example", testPassword, { code: totpCode(setup.secret, Date.now() + 30_000) }, { "x-forwarded-for": "192.0.2.76" });
+  const next = await signInRequest(srv.fetch, srv.origin, "totp@beta-corp.example", testPassword, { code: totpCode(setup.secret, enabledAt + 30_000) }, { "x-forwarded-for": "192.0.2.76" });
   assert.equal(next.status, 200, "password and a fresh code sign in");
   const withRecovery = await signInRequest(srv.fetch, srv.origin, "totp@beta-corp.example", testPassword, { code: recoveryCodes[0] }, { "x-forwarded-for": "192.0.2.78" });
   assert.equal(withRecovery.status, 200);
