@@ -44,8 +44,12 @@ export interface ConcurrencyHolder {
  * (plugins/rate-limit/redis-concurrency.ts).
  */
 export interface ConcurrencyLimits {
-  /** Counts one request in; resolves with its release (call exactly once when it ends). Throws 429 over a limit. */
-  acquire(holder: ConcurrencyHolder): Promise<() => void>;
+  /**
+   * Counts one request in and gives its release (call exactly once when it ends); throws (or rejects with) 429 over
+   * a limit. The release comes at once when nothing has to be asked (no limit, or the count is this node's alone),
+   * so a request that waits for nothing takes no async step here.
+   */
+  acquire(holder: ConcurrencyHolder): (() => void) | Promise<() => void>;
 }
 
 /** Who a metered request is for. */
@@ -83,9 +87,10 @@ export interface TokenGate {
   headers(subject: MeterSubject): Promise<Record<string, string>> | null;
   /**
    * Reserves `amount` in the key's and account's token windows, the account's quota and its budget, in all or none
-   * (429 rate_limit_exceeded naming what is spent, with Retry-After); null when the plan meters nothing.
+   * (429 rate_limit_exceeded naming what is spent, with Retry-After); null at once (nothing to wait for) when the
+   * plan meters nothing.
    */
-  reserve(subject: MeterSubject, model: string, amount: TokenAmount, setHeaders?: (headers: Record<string, string>) => void): Promise<TokenReservation | null>;
+  reserve(subject: MeterSubject, model: string, amount: TokenAmount, setHeaders?: (headers: Record<string, string>) => void): Promise<TokenReservation | null> | null;
 }
 
 /**

@@ -152,15 +152,15 @@ test("maxConcurrent across replicas (Redis): two nodes share a key's count exact
   try {
     const first = await nodeA.acquire(holder);
     await nodeB.acquire(holder);
-    await assert.rejects(nodeA.acquire(holder), (err: unknown) => (err as { code?: string }).code === "rate_limit_exceeded" && ((err as { retryAfterMs?: number }).retryAfterMs ?? 0) >= 1000);
+    await assert.rejects(async () => nodeA.acquire(holder), (err: unknown) => (err as { code?: string }).code === "rate_limit_exceeded" && ((err as { retryAfterMs?: number }).retryAfterMs ?? 0) >= 1000);
     // A live node renews its leases: past the lease time the count still holds.
     await new Promise((r) => setTimeout(r, 900));
-    await assert.rejects(nodeA.acquire(holder), (err: unknown) => (err as { code?: string }).code === "rate_limit_exceeded");
+    await assert.rejects(async () => nodeA.acquire(holder), (err: unknown) => (err as { code?: string }).code === "rate_limit_exceeded");
     first();
     const again = await nodeA.acquire(holder);
     // Node B dies holding its place: once its lease expires, the place is free.
     await redisB.close();
-    await assert.rejects(nodeA.acquire(holder), (err: unknown) => (err as { code?: string }).code === "rate_limit_exceeded");
+    await assert.rejects(async () => nodeA.acquire(holder), (err: unknown) => (err as { code?: string }).code === "rate_limit_exceeded");
     await new Promise((r) => setTimeout(r, 700));
     const freed = await nodeA.acquire(holder);
     again();

@@ -112,11 +112,11 @@ test("issue 42.12 concurrency leases while Redis is away (open): this node's req
   const other = { keyId: unique("k"), accountId: unique("a"), plan: holder.plan };
   await failUntilOpen(a, async () => (await nodeA.acquire(other))());
   held.push(await nodeA.acquire(holder));
-  await assert.rejects(nodeA.acquire(holder), (err: { code?: string; message?: string }) => err.code === "rate_limit_exceeded" && /has 4 requests/.test(err.message ?? ""));
+  await assert.rejects(async () => nodeA.acquire(holder), (err: { code?: string; message?: string }) => err.code === "rate_limit_exceeded" && /has 4 requests/.test(err.message ?? ""));
   for (const release of held) release();
 
-  await failUntilOpen(closed, () => nodeC.acquire(other));
-  await assert.rejects(nodeC.acquire(holder), (err: { code?: string }) => err.code === "overloaded");
+  await failUntilOpen(closed, async () => nodeC.acquire(other));
+  await assert.rejects(async () => nodeC.acquire(holder), (err: { code?: string }) => err.code === "overloaded");
 });
 
 const taken = (o: ReserveOutcome) => (o.missing ? null : o.taken);

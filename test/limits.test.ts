@@ -10,6 +10,7 @@ import { spawnServer, startServer, tempDir, type TestServer } from "../harness/s
 import { MemoryStore } from "../src/plugins/rate-limit/memory-store.ts";
 import { formatResetDuration } from "../src/config/duration.ts";
 import { errorOf } from "./helpers/errors.ts";
+import { RawConnection, head } from "./helpers/raw-http.ts";
 import { statusBytes } from "../harness/full-gc.ts";
 
 const models = [{ id: "test-chat", engine: "llama", source: "/nonexistent/test-chat.gguf", capabilities: ["chat"], load: "lazy" }];
@@ -191,6 +192,24 @@ describe("size limits", () => {
     const res = await streamPost(s, "/v1/chat/completions", { ...json(), "transfer-encoding": "chunked" }, 3 * 64 * 1024);
     assert.equal(res.status, 413);
     assert.equal(JSON.parse(res.body).error.code, "request_too_large");
+  });
+
+  test("issue 46: a Content-Length within the limit bounds the body (nothing to count): what follows it on the connection is the next request, never more body", async () => {
+    const conn = await RawConnection.open(s.origin, s.ca);
+    try {
+      const body = JSON.stringify({ model: "test-chat" });
+      // The declared body, then a request of 5000 bytes more than the plan's 1000-byte limit, on the same connection.
+      const next = head("GET /v1/models HTTP/1.1", { host: "localhost", ...bearer(key), "x-pad": "x".repeat(5000) });
+      await conn.write(head("POST /v1/chat/completions HTTP/1.1", { host: "localhost", ...json(), "content-length": Buffer.byteLength(body) }) + body + next);
+      const first = await conn.read(5000);
+      assert.equal(first.status, 400, first.body);
+      assert.equal(JSON.parse(first.body).error.param, "messages", "the declared bytes were the whole body: valid JSON without messages");
+      const second = await conn.read(5000);
+      assert.equal(second.status, 200, second.body);
+      assert.equal(JSON.parse(second.body).object, "list");
+    } finally {
+      conn.end();
+    }
   });
 
   test("issue 46: a chunked body that arrives whole with its headers is measured as it stands: 413 over the limit, read under it", async () => {

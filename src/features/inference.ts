@@ -58,7 +58,8 @@ export async function runInference<E extends EnginePort, P, R>(ctx: AppContext, 
   return inSpan(`${operation} ${spec.model}`, attributes, async (span) => {
     const plan = planRoute(ctx, request, spec);
     checkRequest(ctx, request, spec, plan.targets[0]);
-    const releaseConcurrency = await ctx.concurrency.acquire(request.auth);
+    const acquired = ctx.concurrency.acquire(request.auth);
+    const releaseConcurrency = typeof acquired === "function" ? acquired : await acquired;
     let served: Attempted<R>;
     try {
       served = await inTurn(ctx, request, plan, (runner, signal, index) => {
@@ -145,7 +146,8 @@ async function attempt<E extends EnginePort, P, R>(
         return inSpan("prepare", {}, async () => {
           const prepared = await spec.prepare(portOf(engine, spec.port), prepareSignal);
           reserved = spec.reservation ? spec.reservation(prepared) : defaultReservation(prepared, spec.input, runner.entry.contextSize);
-          reservation = await ctx.tokens.reserve(request.auth, model, reserved, request.setHeaders);
+          const reserving = ctx.tokens.reserve(request.auth, model, reserved, request.setHeaders);
+          reservation = reserving && (await reserving);
           waiting = startSpan("queue wait", {}, traceContext);
           queuedAt = performance.now();
           return prepared;

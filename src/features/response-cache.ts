@@ -51,18 +51,24 @@ const entryVersion = 1;
 /**
  * The cache's answer for a generation request, or null when it does not apply (the model or the plan has no
  * `cache`): then nothing is read or written and the answer has no `x-modelgate-cache` header. A hit has been
- * charged (usage, token limits) when this returns; the caller only replays it.
+ * charged (usage, token limits) when this returns; the caller only replays it. Null comes at once (no async step).
  */
-export async function consultCache(ctx: AppContext, request: RequestContext, model: string, req: ChatRequest): Promise<CacheDecision | null> {
+export function consultCache(ctx: AppContext, request: RequestContext, model: string, req: ChatRequest): Promise<CacheDecision | null> | null {
   const target = cachedModel(ctx, model);
   const planCache = request.auth.plan.cache;
   if (!target?.entry.cache || !planCache) return null;
+  return consultEntry(ctx, request, model, req, { ...target, cache: target.entry.cache }, planCache);
+}
+
+type CachedTarget = NonNullable<ReturnType<typeof cachedModel>> & { cache: NonNullable<ModelEntry["cache"]> };
+
+async function consultEntry(ctx: AppContext, request: RequestContext, model: string, req: ChatRequest, target: CachedTarget, planCache: NonNullable<RequestContext["auth"]["plan"]["cache"]>): Promise<CacheDecision> {
   // The refusals a miss meets before it runs, in its order: a key that may not ask this never reads an entry.
   assertGranted(request.auth, request.endpoint, model, ctx.config.deployment);
   if (target.route && !target.route.reachable((m) => grantsModel(request.auth, m))) throw noTargetFor(target.route);
   checkCapabilities(target.entry, target.support, "chat", req);
   checkInputLimits(target.entry, { kind: "chat", req });
-  const modelCache = target.entry.cache;
+  const modelCache = target.cache;
   const ttlMs = Math.min(modelCache.ttlMs, planCache.ttlMs ?? Infinity);
   const maxEntryBytes = Math.min(modelCache.maxEntryBytes, planCache.maxEntryBytes ?? Infinity);
   if (!deterministic(req, target.entry, target.support)) return decided(ctx, request, model, { status: "bypass", hit: null, save: null });

@@ -83,14 +83,27 @@ const documentOpeningChars = 256;
  * Runs `attempt` at each target in turn until one answers. A failure moves on only when the route allows its reason,
  * another target is left, the request is not aborted, and nothing of the answer has gone to the client; otherwise
  * it is the request's error. Each attempt gets its own signal: the target's requestTimeout, less the time the
- * earlier attempts took. `served` (runs, not prepare-only counts) records which target answered.
+ * earlier attempts took. `served` (runs, not prepare-only counts) records which target answered. A model that is
+ * not a route is its one attempt, with no async step of its own.
  */
-export async function inTurn<T>(
+export function inTurn<T>(
   ctx: AppContext,
   request: RequestContext,
   plan: RoutePlan,
   attempt: (runner: ModelRunner, signal: AbortSignal, index: number) => Promise<T>,
   served = true,
+): Promise<T> {
+  if (plan.route) return onRoute(ctx, request, plan, attempt, served);
+  const runner = ctx.catalog.get(plan.targets[0]);
+  return attempt(runner, request.signalFor(Math.max(1, runner.entry.requestTimeoutMs)), 0);
+}
+
+async function onRoute<T>(
+  ctx: AppContext,
+  request: RequestContext,
+  plan: RoutePlan,
+  attempt: (runner: ModelRunner, signal: AbortSignal, index: number) => Promise<T>,
+  served: boolean,
 ): Promise<T> {
   const { route, targets } = plan;
   const started = performance.now();

@@ -13,9 +13,15 @@ export const lingerMs = 10_000;
 
 const discarding = Symbol("discarding");
 
-/** Whether bytes of the request body are still to come off the wire. */
+/**
+ * Whether bytes of the request body are still to come off the wire. A request with neither a Content-Length above 0
+ * nor a Transfer-Encoding has no body (RFC 9112 §6.3), though the parser may not have marked it complete yet: a
+ * route answered while the parser is still on its headers (GET /v1/models) has nothing to discard or wait for.
+ */
 export function bodyPending(raw: IncomingMessage): boolean {
-  return !raw.complete && !raw.destroyed;
+  if (raw.complete || raw.destroyed) return false;
+  const length = raw.headers["content-length"];
+  return raw.headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0");
 }
 
 /** Reads and discards what is left of the body (once; bounded by `discardCapBytes`), whoever was reading it. */

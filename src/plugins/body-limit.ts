@@ -1,4 +1,5 @@
 import { Transform, type Readable, type Writable } from "node:stream";
+import type { IncomingMessage } from "node:http";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { AppError } from "../errors/app-error.ts";
 import { bodyTimedOut, discardRest, watchBodyTime } from "../http/request-body.ts";
@@ -41,6 +42,15 @@ function countingStream(payload: Readable, limit: number, onExceed: () => AppErr
 }
 
 /**
+ * Fails the read of a JSON body with `error` (Fastify's reader listens for 'error' on the stream it reads; its
+ * error handler answers). With no reader left (the answer went without reading the body), the rest is discarded.
+ */
+function failRead(raw: IncomingMessage, error: AppError): void {
+  if (raw.listenerCount("error") > 0) raw.emit("error", error);
+  else discardRest(raw);
+}
+
+/**
  * Multipart uploads are read by @fastify/multipart straight from request.raw, so the count watches raw 'data'
  * alongside the parser. Past the limit the parser is cut off with the 413 error, which the route's read rejects
  * with; the error handler answers it.
@@ -68,10 +78,10 @@ function watchUpload(request: FastifyRequest, reply: FastifyReply, limit: number
 
 /**
  * §8 size limits per plan, a preParsing hook the scopes install: maxBodyBytes for JSON, maxUploadBytes for routes
- * with `config.upload`. Bytes are counted while they stream, so a missing or lying Content-Length changes nothing;
- * a Content-Length already over the limit is refused before reading (and before a client that sent
- * `Expect: 100-continue` is told to send it). Requests without a key (admin, unknown
- * paths) use the default plan's limits.
+ * with `config.upload`. A JSON body with a Content-Length has exactly that many bytes (Node's parser reads no more
+ * as the body), and one without is counted while it streams; a Content-Length already over the limit is refused
+ * before reading (and before a client that sent `Expect: 100-continue` is told to send it). Requests without a key
+ * (admin, unknown paths) use the default plan's limits.
  */
 export function limitBody(request: FastifyRequest, reply: FastifyReply, payload: Readable, done: (err: Error | null, payload?: Readable) => void): void {
   done(null, request.method === "GET" || request.method === "HEAD" ? payload : limited(request, reply, payload));
@@ -99,6 +109,13 @@ function limited(request: FastifyRequest, reply: FastifyReply, payload: Readable
   }
   if (upload) {
     watchUpload(request, reply, limit, timeoutMs);
+    return payload;
+  }
+  // The parser reads exactly Content-Length bytes as the body (it refuses a second length, or one beside
+  // Transfer-Encoding), so a declared length within the limit bounds the body: only its time is left to watch.
+  // A body without one (chunked) is counted as it streams.
+  if (Number.isFinite(declared) && payload === request.raw) {
+    watchBodyTime(request.raw, timeoutMs, () => failRead(request.raw, bodyTimedOut(timeoutMs)));
     return payload;
   }
   const counter = countingStream(payload, limit, () => {

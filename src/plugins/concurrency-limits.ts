@@ -31,7 +31,7 @@ export class LocalConcurrency implements ConcurrencyLimits {
   private readonly byAccount = new Map<string, number>();
   private readonly hold = new HoldTimer();
 
-  async acquire(holder: ConcurrencyHolder): Promise<() => void> {
+  acquire(holder: ConcurrencyHolder): () => void {
     return this.acquireNow(holder);
   }
 

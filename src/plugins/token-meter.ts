@@ -94,10 +94,13 @@ export class TokenMeter implements TokenGate {
     return this.store.peek(hits).then((results) => headersOf(hits, results));
   }
 
-  async reserve(subject: MeterSubject, model: string, amount: TokenAmount, setHeaders?: (headers: Record<string, string>) => void): Promise<TokenReservation | null> {
+  reserve(subject: MeterSubject, model: string, amount: TokenAmount, setHeaders?: (headers: Record<string, string>) => void): Promise<TokenReservation | null> | null {
     const now = Date.now();
-    let hits = this.hits(subject, model, amount, now);
-    if (hits.length === 0) return null;
+    const hits = this.hits(subject, model, amount, now);
+    return hits.length === 0 ? null : this.reserveHits(subject, model, hits, now, setHeaders);
+  }
+
+  private async reserveHits(subject: MeterSubject, model: string, hits: Hit[], now: number, setHeaders?: (headers: Record<string, string>) => void): Promise<TokenReservation | null> {
     let outcome = await this.store.reserve(hits);
     for (let attempt = 0; outcome.missing && attempt < 3; attempt++) {
       const unseeded = await this.seed(subject, outcome.missing, hits);

@@ -248,8 +248,11 @@ export class ModelRunner {
   }
 
   /** Costly prepares (image processing) run at most `parallel + queueSize` at once; past that, 503 overloaded. */
-  private async prepareStage<P>(prepare: () => P | Promise<P>): Promise<P> {
-    if (!this.support.expensivePrepare) return prepare();
+  private prepareStage<P>(prepare: () => P | Promise<P>): P | Promise<P> {
+    return this.support.expensivePrepare ? this.boundedPrepare(prepare) : prepare();
+  }
+
+  private async boundedPrepare<P>(prepare: () => P | Promise<P>): Promise<P> {
     if (this.preparing >= this.entry.parallel + this.entry.queueSize) throw this.refuse("queue_full", `The model '${this.entry.id}' is at capacity.`);
     this.preparing++;
     try {

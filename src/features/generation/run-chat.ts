@@ -39,7 +39,8 @@ function completionMeter(lease: Lease): (pieces: number) => void {
  */
 export async function collectChat(ctx: AppContext, request: RequestContext, model: string, chatReq: ChatRequest): Promise<CollectedChat> {
   const req = { ...chatReq, buffered: true };
-  const cache = await consultCache(ctx, request, model, req);
+  const consulting = consultCache(ctx, request, model, req);
+  const cache = consulting && (await consulting);
   if (cache?.hit) return { output: replayedOutput(cache.hit), created: Math.floor(Date.now() / 1000) };
   const recording = GenerationRecording.of(ctx, req, cache);
   let created = 0;
@@ -101,7 +102,8 @@ export interface ChatStreamWriter {
 export async function streamChatTo(ctx: AppContext, request: RequestContext, model: string, req: ChatRequest, sse: SseStream, writer: ChatStreamWriter): Promise<void> {
   let cache: CacheDecision | null;
   try {
-    cache = await consultCache(ctx, request, model, req);
+    const consulting = consultCache(ctx, request, model, req);
+    cache = consulting && (await consulting);
   } catch (err) {
     sse.dispose();
     throw err;

@@ -68,8 +68,11 @@ export class RedisConcurrency implements ConcurrencyLimits {
     shared.defineScripts({ mgConcAcquire: { numberOfKeys: 2, lua: acquireScript }, mgConcRenew: { lua: renewScript } });
   }
 
-  async acquire(holder: ConcurrencyHolder): Promise<() => void> {
-    if (unlimited(holder)) return () => {};
+  acquire(holder: ConcurrencyHolder): (() => void) | Promise<() => void> {
+    return unlimited(holder) ? () => {} : this.acquireShared(holder);
+  }
+
+  private async acquireShared(holder: ConcurrencyHolder): Promise<() => void> {
     const sets = [`modelgate:conc:key:${holder.keyId}`, `modelgate:conc:acct:${holder.accountId}`];
     const member = `${this.node}:${++this.seq}`;
     const { maxConcurrent, maxConcurrentPerAccount } = holder.plan;
