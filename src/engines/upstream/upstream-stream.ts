@@ -1,3 +1,4 @@
+import { finished } from "node:stream/promises";
 import type { EventSourceMessage } from "eventsource-parser";
 import { SseReader } from "./sse-events.ts";
 import { StallWatchdog } from "./stall-watchdog.ts";
@@ -67,16 +68,19 @@ export async function collectedDeltas<D>(client: UpstreamClient, g: GenerationCa
   try {
     response = await client.send({ ...g.call, signal: watchdog.signal, streaming: true });
     const sse = new SseReader();
+    const body = response.body;
+    // Read by a listener and awaited once: an async iteration would be a promise step per read.
+    body.on("data", (chunk: Buffer) => {
+      const events = sse.feed(chunk);
+      if (events.length === 0) return;
+      watchdog.beat();
+      const failure = readEvents(events, client.origin, g.read, deltas);
+      if (failure !== null) body.destroy(failure as Error);
+    });
     try {
-      for await (const chunk of response.body) {
-        const events = sse.feed(chunk);
-        if (events.length === 0) continue;
-        watchdog.beat();
-        const failure = readEvents(events, client.origin, g.read, deltas);
-        if (failure !== null) throw failure;
-      }
+      await finished(body);
     } finally {
-      if (!response.body.readableEnded) response.body.destroy();
+      if (!body.readableEnded) body.destroy();
     }
     const failure = readEvents(sse.end(), client.origin, g.read, deltas);
     if (failure !== null) throw failure;
