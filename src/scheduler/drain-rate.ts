@@ -1,10 +1,15 @@
 /** Seconds of history for the drain rate (Retry-After and the arrival check). */
 const drainWindowMs = 30_000;
 
+/** The most recent lease ends kept (a busy model ends more than this in its window: the rate is read from these). */
+const keptReleases = 1024;
+
 /** How fast a model's leases end: for the estimated wait at arrival and honest Retry-After values. */
 export class DrainRate {
-  /** When each recent lease ended (performance.now()). */
-  private readonly releases: number[] = [];
+  /** When each recent lease ended (performance.now()): a ring, oldest at `oldest`, so a release costs no shift. */
+  private readonly releases = new Float64Array(keptReleases);
+  private oldest = 0;
+  private count = 0;
   /** Moving average of how long one lease is held. */
   private avgLeaseMs = 2000;
 
@@ -13,8 +18,14 @@ export class DrainRate {
   /** A lease held for `heldMs` ended now. */
   released(heldMs: number): void {
     this.avgLeaseMs = this.avgLeaseMs * 0.8 + heldMs * 0.2;
-    this.releases.push(performance.now());
-    if (this.releases.length > 1024) this.releases.shift();
+    const now = performance.now();
+    if (this.count < keptReleases) {
+      this.releases[(this.oldest + this.count) % keptReleases] = now;
+      this.count++;
+    } else {
+      this.releases[this.oldest] = now;
+      this.oldest = (this.oldest + 1) % keptReleases;
+    }
   }
 
   /**
@@ -23,9 +34,12 @@ export class DrainRate {
    */
   perMs(): number | null {
     const now = performance.now();
-    while (this.releases.length > 0 && now - this.releases[0] > drainWindowMs) this.releases.shift();
-    if (this.releases.length >= 4) return this.releases.length / Math.max(1, now - this.releases[0]);
-    return this.releases.length > 0 ? this.parallel / this.avgLeaseMs : null;
+    while (this.count > 0 && now - this.releases[this.oldest] > drainWindowMs) {
+      this.oldest = (this.oldest + 1) % keptReleases;
+      this.count--;
+    }
+    if (this.count >= 4) return this.count / Math.max(1, now - this.releases[this.oldest]);
+    return this.count > 0 ? this.parallel / this.avgLeaseMs : null;
   }
 
   /** The time `waiters` take to drain at the recent rate (before any lease ended: whole rounds of the average lease). */
