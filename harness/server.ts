@@ -167,14 +167,19 @@ export async function spawnServer(
   child.stderr!.setEncoding("utf8").on("data", (d: string) => stderr.push(d));
   const origin = await new Promise<string>((resolve, reject) => {
     let buffer = "";
+    // Detached once it listens: its log may grow past the longest string V8 can join by the time it exits.
+    const exited = (code: number | null) => reject(new Error(`server exited with ${code} before listening:\n${stderr.join("")}`));
+    const slow = setTimeout(() => reject(new Error(`server did not start in time:\n${stderr.join("")}`)), 60_000).unref();
     child.stdout!.setEncoding("utf8").on("data", (d: string) => {
       buffer += d;
       stdout.push(d);
       const match = /listening (https:\/\/\S+)/.exec(buffer);
-      if (match) resolve(match[1]);
+      if (!match) return;
+      child.off("exit", exited);
+      clearTimeout(slow);
+      resolve(match[1]);
     });
-    child.once("exit", (code) => reject(new Error(`server exited with ${code} before listening:\n${stderr.join("")}`)));
-    setTimeout(() => reject(new Error(`server did not start in time:\n${stderr.join("")}`)), 60_000).unref();
+    child.once("exit", exited);
   });
   return {
     child,
