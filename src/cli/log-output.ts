@@ -14,6 +14,8 @@ const { SonicBoom } = sonicBoom;
 
 /** The longest a log line waits in the buffer. */
 const flushEveryMs = 250;
+/** Lines are joined here and handed to SonicBoom in blocks of about this many characters (see `write`). */
+const blockChars = 4096;
 /** Past this, new lines are dropped while the reader does not keep up (a reader that stopped must not cost memory). */
 const maxBufferedBytes = 16 * 1024 * 1024;
 
@@ -38,6 +40,9 @@ export class LogOutput implements LastRecord {
   lastObj?: Record<string, unknown>;
   lastTime?: string;
   private readonly boom: InstanceType<typeof SonicBoom>;
+  /** Lines not yet handed to SonicBoom, and their length in characters. */
+  private block: string[] = [];
+  private blockLength = 0;
   private readonly timer: NodeJS.Timeout;
   /** buffered: through SonicBoom; direct: one write attempt per line, after `finish`; off: dropped. */
   private mode: "buffered" | "direct" | "off" = "buffered";
@@ -55,7 +60,11 @@ export class LogOutput implements LastRecord {
     this.boom = new SonicBoom({ fd, sync: false, minLength: 4096, maxLength: maxBufferedBytes, retryEAGAIN: () => !this.givingUp });
     // EPIPE (the reader has gone), or EAGAIN once given up: nothing more can be written.
     this.boom.on("error", () => (this.mode = "off"));
-    this.timer = setInterval(() => this.mode === "buffered" && this.boom.flush(), flushEveryMs);
+    this.timer = setInterval(() => {
+      if (this.mode !== "buffered") return;
+      this.handOver();
+      this.boom.flush();
+    }, flushEveryMs);
     this.timer.unref();
   }
 
@@ -65,6 +74,19 @@ export class LogOutput implements LastRecord {
     const text = this.format(line, this);
     if (text === null) return;
     if (this.mode === "direct") return this.writeDirect(text);
+    // Joined here, not appended one by one: SonicBoom measures the UTF-8 length of its whole pending block on every
+    // write, about 3 µs a line at 4 KB blocks (2 µs of a 50-µs GET /v1/models under load).
+    this.block.push(text);
+    this.blockLength += text.length;
+    if (this.blockLength >= blockChars) this.handOver();
+  }
+
+  /** The joined lines to SonicBoom, which writes them when no write is in flight. */
+  private handOver(): void {
+    if (this.block.length === 0) return;
+    const text = this.block.length === 1 ? this.block[0]! : this.block.join("");
+    this.block = [];
+    this.blockLength = 0;
     try {
       this.boom.write(text);
     } catch {
@@ -80,6 +102,7 @@ export class LogOutput implements LastRecord {
   async finish(ms: number): Promise<void> {
     if (this.mode !== "buffered") return;
     clearInterval(this.timer);
+    this.handOver();
     // end(), not flush(): a flush that meets a write in flight calls back once that write is done, with what is
     // under minLength still buffered; end() writes everything (it leaves stderr open).
     await new Promise<void>((resolve) => {
@@ -108,6 +131,7 @@ export class LogOutput implements LastRecord {
   abandon(last?: string): void {
     clearInterval(this.timer);
     this.givingUp = true;
+    this.block = [];
     if (last && this.mode !== "off") this.writeDirect(last);
     this.mode = "off";
   }

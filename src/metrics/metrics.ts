@@ -1,6 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Priority, RefusalReason, RunnerStats } from "../scheduler/runner-types.ts";
 import { registerAfterGcGauges, registerWorkerHeapGauges } from "./after-gc.ts";
+import { CountedSeriesSet, type CountedSeries } from "./counted-series.ts";
 
 /** Seconds: from 5 ms to 10 min, for request durations and queue waits. */
 const durationBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
@@ -67,7 +68,13 @@ export class Metrics {
   private readonly routeSeries = new Map<string, Counter.Internal>();
   /** The scheduler's per-request series, looked up once per label set (a label object is hashed on every call). */
   private readonly queueWaitSeries = new Map<string, Histogram.Internal<"model" | "priority">>();
-  private readonly serviceSeries = new Map<string, Counter.Internal>();
+  /** The counters every request adds to, counted in fields and added to the counters at each read (counted-series.ts). */
+  private readonly requestCounts = new CountedSeriesSet<"endpoint" | "model" | "status" | "code">();
+  private readonly rateLimitCounts = new CountedSeriesSet<"plan" | "outcome">();
+  private readonly anonymousLimitCounts = new CountedSeriesSet<"outcome">();
+  private readonly promptTokenCounts = new CountedSeriesSet<"model" | "account">();
+  private readonly completionTokenCounts = new CountedSeriesSet<"model" | "account">();
+  private readonly serviceCounts = new CountedSeriesSet<"model" | "priority" | "account">();
   /** Where the batch queue depth is read at scrape time (the runner sets it: the store counts pending lines). */
   batchQueueDepth: (() => Promise<number>) | null = null;
 
@@ -77,27 +84,40 @@ export class Metrics {
     collectDefaultMetrics({ register: this.registry, prefix: "modelgate_" });
     registerAfterGcGauges(this.registry);
     registerWorkerHeapGauges(this.registry);
-    this.requests = new Counter({ name: "modelgate_requests_total", help: "Requests answered, by endpoint, model, status and §7 error code", labelNames: ["endpoint", "model", "status", "code"], registers });
+    this.requests = this.requestCounts.of(
+      new Counter({ name: "modelgate_requests_total", help: "Requests answered, by endpoint, model, status and §7 error code", labelNames: ["endpoint", "model", "status", "code"], registers, collect: () => this.requestCounts.flush() }),
+    );
     this.requestDuration = new Histogram({ name: "modelgate_request_duration_seconds", help: "Time from request to the last byte of the answer", labelNames: ["endpoint", "model"], buckets: durationBuckets, registers });
     this.ttft = new Histogram({ name: "modelgate_time_to_first_token_seconds", help: "Time from request to the first generated token", labelNames: ["model"], buckets: ttftBuckets, registers });
     this.interToken = new Histogram({ name: "modelgate_inter_token_latency_seconds", help: "Time between two streamed tokens", labelNames: ["model"], buckets: itlBuckets, registers });
     const tokenLabels = perAccount ? (["model", "account"] as const) : (["model"] as const);
-    this.promptTokens = new Counter({ name: "modelgate_prompt_tokens_total", help: "Prompt tokens processed", labelNames: [...tokenLabels], registers });
-    this.completionTokens = new Counter({ name: "modelgate_completion_tokens_total", help: "Completion tokens generated", labelNames: [...tokenLabels], registers });
+    this.promptTokens = this.promptTokenCounts.of(
+      new Counter({ name: "modelgate_prompt_tokens_total", help: "Prompt tokens processed", labelNames: [...tokenLabels], registers, collect: () => this.promptTokenCounts.flush() }),
+    );
+    this.completionTokens = this.completionTokenCounts.of(
+      new Counter({ name: "modelgate_completion_tokens_total", help: "Completion tokens generated", labelNames: [...tokenLabels], registers, collect: () => this.completionTokenCounts.flush() }),
+    );
     this.generationRate = new Histogram({ name: "modelgate_generation_tokens_per_second", help: "Completion tokens per second of one generation, after its first token", labelNames: ["model"], buckets: rateBuckets, registers });
     this.queueWait = new Histogram({ name: "modelgate_queue_wait_seconds", help: "Time a request waited for a slot, by priority", labelNames: ["model", "priority"], buckets: durationBuckets, registers });
     this.overloaded = new Counter({ name: "modelgate_overloaded_total", help: "503 overloaded, by reason (queue_full, deadline, no_capacity)", labelNames: ["model", "reason"], registers });
-    this.service = new Counter({
-      name: "modelgate_service_tokens_total",
-      help: "Tokens of service the fair-share scheduler charged (prompt at admission, completion as generated), by priority class (and account with metrics.perAccount)",
-      labelNames: perAccount ? ["model", "priority", "account"] : ["model", "priority"],
-      registers,
-    });
+    this.service = this.serviceCounts.of(
+      new Counter({
+        name: "modelgate_service_tokens_total",
+        help: "Tokens of service the fair-share scheduler charged (prompt at admission, completion as generated), by priority class (and account with metrics.perAccount)",
+        labelNames: perAccount ? ["model", "priority", "account"] : ["model", "priority"],
+        registers,
+        collect: () => this.serviceCounts.flush(),
+      }),
+    );
     this.loads = new Counter({ name: "modelgate_model_loads_total", help: "Model loads, by outcome", labelNames: ["model", "outcome"], registers });
     this.unloads = new Counter({ name: "modelgate_model_unloads_total", help: "Model unloads", labelNames: ["model"], registers });
     this.loadDuration = new Histogram({ name: "modelgate_model_load_duration_seconds", help: "Time to load a model", labelNames: ["model"], buckets: [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300], registers });
-    this.rateLimit = new Counter({ name: "modelgate_rate_limit_decisions_total", help: "Rate-limit decisions for keys, by plan and outcome (allowed, limited)", labelNames: ["plan", "outcome"], registers });
-    this.anonymousLimit = new Counter({ name: "modelgate_anonymous_limit_decisions_total", help: "Anonymous-limiter decisions (requests without a valid key), by outcome", labelNames: ["outcome"], registers });
+    this.rateLimit = this.rateLimitCounts.of(
+      new Counter({ name: "modelgate_rate_limit_decisions_total", help: "Rate-limit decisions for keys, by plan and outcome (allowed, limited)", labelNames: ["plan", "outcome"], registers, collect: () => this.rateLimitCounts.flush() }),
+    );
+    this.anonymousLimit = this.anonymousLimitCounts.of(
+      new Counter({ name: "modelgate_anonymous_limit_decisions_total", help: "Anonymous-limiter decisions (requests without a valid key), by outcome", labelNames: ["outcome"], registers, collect: () => this.anonymousLimitCounts.flush() }),
+    );
     this.tooLarge = new Counter({ name: "modelgate_request_too_large_total", help: "Requests refused with 413", labelNames: ["endpoint"], registers });
     this.cacheRequests = new Counter({ name: "modelgate_cache_requests_total", help: "Requests the response cache applied to, by model and result (hit, miss, bypass)", labelNames: ["model", "result"], registers });
     const cacheCounts = this.cacheCounts;
@@ -225,9 +245,9 @@ export class Metrics {
       cachedSeries(this.queueWaitSeries, `${model}\u0000${priority}`, () => this.queueWait.labels({ model, priority })).observe(seconds),
     refused: (model: string, reason: RefusalReason) => this.overloaded.inc({ model, reason }),
     served: (model: string, account: string, priority: Priority, tokens: number) => {
-      // Without perAccount the label set is per model and priority: cached; per account it is unbounded, as is the metric.
-      if (this.perAccount) return this.service.inc({ model, priority, account }, tokens);
-      cachedSeries(this.serviceSeries, `${model}\u0000${priority}`, () => this.service.labels({ model, priority })).inc(tokens);
+      // Per account the label set is unbounded, as is the metric.
+      if (this.perAccount) this.serviceCounts.get(`${model}\u0000${priority}\u0000${account}`, () => ({ model, priority, account })).inc(tokens);
+      else this.serviceCounts.get(`${model}\u0000${priority}`, () => ({ model, priority }) as Record<"model" | "priority" | "account", string>).inc(tokens);
     },
     loaded: (model: string, seconds: number, ok: boolean) => {
       this.loads.inc({ model, outcome: ok ? "ok" : "failed" });
@@ -248,9 +268,21 @@ export class Metrics {
 
   /** Token counters, with the account label only when configured. */
   tokens(model: string, account: string, prompt: number, completion: number): void {
-    const labels = this.perAccount ? { model, account } : { model };
-    if (prompt > 0) this.promptTokens.inc(labels, prompt);
-    if (completion > 0) this.completionTokens.inc(labels, completion);
+    const key = this.perAccount ? `${model}\u0000${account}` : model;
+    const labels = () => (this.perAccount ? { model, account } : { model }) as Record<"model" | "account", string>;
+    if (prompt > 0) this.promptTokenCounts.get(key, labels).inc(prompt);
+    if (completion > 0) this.completionTokenCounts.get(key, labels).inc(completion);
+  }
+
+  /** A request answered (plugins/observability.ts). */
+  requestCount(key: string, labels: () => Record<"endpoint" | "model" | "status" | "code", string>): CountedSeries {
+    return this.requestCounts.get(key, labels);
+  }
+
+  /** A key's rate-limit decision (`plan` null: the per-address limiter's, for a request without a valid key). */
+  limiterDecision(plan: string | null, outcome: "limited" | "allowed"): CountedSeries {
+    if (plan === null) return this.anonymousLimitCounts.get(outcome, () => ({ outcome }));
+    return this.rateLimitCounts.get(`${plan}\u0000${outcome}`, () => ({ plan, outcome }));
   }
 
   /** One request the response cache applied to (the series are looked up once per model). */

@@ -1,6 +1,7 @@
 import type { FastifyRequest } from "fastify";
 import fp from "fastify-plugin";
-import type { Counter, Histogram } from "prom-client";
+import type { Histogram } from "prom-client";
+import type { CountedSeries } from "../metrics/counted-series.ts";
 import { freshOutcome, type RequestOutcome } from "../http/request-outcome.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 
@@ -28,24 +29,13 @@ export const observabilityPlugin = fp(
   async (app, opts: { metrics: Metrics }) => {
     const { metrics } = opts;
     // The per-request series, made once per label set (prom-client's children still hash their labels on each call).
-    const requestSeries = new Map<string, { count: Counter.Internal; duration: Histogram.Internal<"endpoint" | "model"> }>();
+    const requestSeries = new Map<string, { count: CountedSeries; duration: Histogram.Internal<"endpoint" | "model"> }>();
     const series = (endpoint: string, model: string, status: string, code: string) => {
       const key = `${endpoint}\u0000${model}\u0000${status}\u0000${code}`;
       let found = requestSeries.get(key);
       if (!found) {
-        found = { count: metrics.requests.labels({ endpoint, model, status, code }), duration: metrics.requestDuration.labels({ endpoint, model }) };
+        found = { count: metrics.requestCount(key, () => ({ endpoint, model, status, code })), duration: metrics.requestDuration.labels({ endpoint, model }) };
         requestSeries.set(key, found);
-      }
-      return found;
-    };
-    // The limiter outcomes per plan (null: the per-address limiter), looked up once each, as above.
-    const limiterCounters = new Map<string, Counter.Internal>();
-    const limiterSeries = (plan: string | null, outcome: "limited" | "allowed") => {
-      const key = `${plan ?? ""}\u0000${outcome}`;
-      let found = limiterCounters.get(key);
-      if (!found) {
-        found = plan === null ? metrics.anonymousLimit.labels({ outcome }) : metrics.rateLimit.labels({ plan, outcome });
-        limiterCounters.set(key, found);
       }
       return found;
     };
@@ -80,8 +70,8 @@ export const observabilityPlugin = fp(
       if (status === 413) metrics.tooLarge.inc({ endpoint });
       const auth = request.auth;
       const limited = code === "rate_limit_exceeded" ? "limited" : "allowed";
-      if (auth) limiterSeries(auth.plan.name, limited).inc();
-      else if (route.url?.startsWith("/v1") || status === 401) limiterSeries(null, limited).inc();
+      if (auth) metrics.limiterDecision(auth.plan.name, limited).inc();
+      else if (route.url?.startsWith("/v1") || status === 401) metrics.limiterDecision(null, limited).inc();
       const tokens = outcome.promptTokens !== null;
       // Always the same fields in the same order (one object shape for pino to serialize); pino leaves out those
       // that are undefined.
