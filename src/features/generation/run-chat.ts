@@ -145,8 +145,9 @@ export async function streamChatTo(ctx: AppContext, request: RequestContext, mod
             started = true;
             writer.start(prepared.promptTokens);
           }
-          batcher.add(delta);
+          batcher.push(delta);
         }
+        batcher.endRun();
         meter(acc.pieces);
       }
       if (!started) {

@@ -25,9 +25,10 @@ function merge(last: OutputDelta, next: OutputDelta): OutputDelta {
 }
 
 /**
- * The one text coalescer of the streaming path. The first piece goes out at once (time to first token is
- * untouched); after that, deltas that continue the pending one (text of the same kind, fragments of the same tool
- * call) and arrive within `windowMs` of the last event are merged into the next event. One SSE event per few
+ * The one text coalescer of the streaming path. The first run of output (what the engine had at once: one token on
+ * the in-process engines, one read of an upstream's stream) goes out at once, its deltas merged, so time to first
+ * token is untouched; after that, deltas that continue the pending one (text of the same kind, fragments of the same
+ * tool call) and arrive within `windowMs` of the last event are merged into the next event. One SSE event per few
  * tokens instead of one per token cuts the per-token cost (JSON, TLS record, syscall, client parse) that otherwise
  * competes with generation for the event loop, and a slow client gets fewer, larger writes, not more.
  */
@@ -41,13 +42,24 @@ export class StreamBatcher {
     private readonly windowMs = 8,
   ) {}
 
+  /** One delta that is a run of its own. */
   add(delta: OutputDelta): void {
+    this.push(delta);
+    this.endRun();
+  }
+
+  /** A delta of the current run: merged into the pending one where it continues it, else the pending one goes first. */
+  push(delta: OutputDelta): void {
     if (this.pending && merges(this.pending, delta)) this.pending = merge(this.pending, delta);
     else {
       this.flush();
       this.pending = delta;
     }
-    if (this.timer) return;
+  }
+
+  /** The run's deltas are in: what is pending goes out now when the window since the last event has passed, else at its end. */
+  endRun(): void {
+    if (this.timer || !this.pending) return;
     const wait = this.lastSent + this.windowMs - performance.now();
     if (wait <= 0) this.flush();
     else this.timer = setTimeout(() => this.flush(), wait);
