@@ -2,6 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import Fastify from "fastify";
 import { SseStream } from "../src/http/sse.ts";
+import { SseReader } from "../src/engines/upstream/sse-events.ts";
 import { AppError } from "../src/errors/app-error.ts";
 import { parseSse } from "./helpers/sse.ts";
 import { until } from "./helpers/wait-for.ts";
@@ -57,4 +58,18 @@ test("decisions.md an error after the stream began is one error frame and no [DO
   assert.deepEqual(Object.keys(error.error).sort(), ["code", "message", "param", "type"]);
   assert.equal(error.error.code, "internal_error");
   assert.doesNotMatch(text, /\[DONE\]/);
+});
+
+test("upstream SSE reader: a character split across two reads stays whole, a leading BOM is dropped, [DONE] ends the events", () => {
+  const reader = new SseReader();
+  const bytes = Buffer.from('\uFEFFdata: {"t":"é€"}\n\ndata: {"t":"ok"}\n\ndata: [DONE]\n\ndata: {"t":"after"}\n\n');
+  // Cut inside "€" (3 bytes in UTF-8): the first read ends on its first byte.
+  const cut = bytes.indexOf(Buffer.from("€")) + 1;
+  const first = reader.feed(bytes.subarray(0, cut));
+  const second = reader.feed(bytes.subarray(cut));
+  assert.deepEqual(first, []);
+  assert.deepEqual(
+    [...second, ...reader.end()].map((e) => e.data),
+    ['{"t":"é€"}', '{"t":"ok"}'],
+  );
 });

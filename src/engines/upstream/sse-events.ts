@@ -1,4 +1,8 @@
+import { StringDecoder } from "node:string_decoder";
 import { createParser, type EventSourceMessage } from "eventsource-parser";
+
+/** What a read that completed no event gives: one empty array, never the one the next events go into. */
+const none: readonly EventSourceMessage[] = Object.freeze([]);
 
 /**
  * The events of an upstream's `text/event-stream` body, up to `data: [DONE]`: each read of the body in (`feed`), the
@@ -9,16 +13,21 @@ import { createParser, type EventSourceMessage } from "eventsource-parser";
 export class SseReader {
   private pending: EventSourceMessage[] = [];
   private done = false;
-  private readonly decoder = new TextDecoder();
+  /**
+   * Node's StringDecoder, not a streaming TextDecoder: both keep a character split across two reads whole, and the
+   * parser strips a leading BOM itself, but TextDecoder's streaming mode goes through ICU (about 3 µs for a 4-KB
+   * answer against 1 µs).
+   */
+  private readonly decoder = new StringDecoder("utf8");
   private readonly parser = createParser({ onEvent: (event) => this.add(event) });
 
-  feed(chunk: Uint8Array): EventSourceMessage[] {
-    this.parser.feed(this.decoder.decode(chunk, { stream: true }));
+  feed(chunk: Uint8Array): readonly EventSourceMessage[] {
+    this.parser.feed(this.decoder.write(chunk));
     return this.take();
   }
 
-  end(): EventSourceMessage[] {
-    this.parser.feed(`${this.decoder.decode()}\n\n`);
+  end(): readonly EventSourceMessage[] {
+    this.parser.feed(`${this.decoder.end()}\n\n`);
     return this.take();
   }
 
@@ -27,8 +36,8 @@ export class SseReader {
     else if (!this.done) this.pending.push(event);
   }
 
-  private take(): EventSourceMessage[] {
-    if (this.pending.length === 0) return this.pending;
+  private take(): readonly EventSourceMessage[] {
+    if (this.pending.length === 0) return none;
     const batch = this.pending;
     this.pending = [];
     return batch;

@@ -95,7 +95,7 @@ export async function collectedDeltas<D>(client: UpstreamClient, g: GenerationCa
 }
 
 /** Parses one read's events into `deltas`; returns the failure that stopped it (an error or malformed event), or null. */
-function readEvents<D>(events: EventSourceMessage[], origin: string, read: (event: { error?: unknown }) => D[], deltas: D[]): unknown {
+function readEvents<D>(events: readonly EventSourceMessage[], origin: string, read: (event: { error?: unknown }) => D[], deltas: D[]): unknown {
   for (const event of events) {
     try {
       const chunk = parseEvent(event.data, origin);
