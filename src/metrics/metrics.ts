@@ -1,7 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Priority, RefusalReason, RunnerStats } from "../scheduler/runner-types.ts";
 import { registerAfterGcGauges, registerWorkerHeapGauges } from "./after-gc.ts";
-import { CountedSeriesSet, type CountedSeries } from "./counted-series.ts";
+import { cachedSeries, CountedSeriesSet, type CountedSeries } from "./counted-series.ts";
 
 /** Seconds: from 5 ms to 10 min, for request durations and queue waits. */
 const durationBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
@@ -20,13 +20,6 @@ export interface MetricsSource {
 const loadStates = ["missing", "unloaded", "loading", "ready", "failed"] as const;
 const upstreamStates = ["healthy", "ejected", "probing"] as const;
 const affinityPlacements = ["owner", "spill", "retry"] as const;
-
-/** A series by its label values, from `cache`: prom-client's lookup (it hashes the label object) runs once per set. */
-function cachedSeries<T>(cache: Map<string, T>, key: string, make: () => T): T {
-  let series = cache.get(key);
-  if (!series) cache.set(key, (series = make()));
-  return series;
-}
 
 /**
  * Every Prometheus metric the node exports, in its own registry (prom-client's default metrics included). Label
@@ -69,12 +62,12 @@ export class Metrics {
   /** The scheduler's per-request series, looked up once per label set (a label object is hashed on every call). */
   private readonly queueWaitSeries = new Map<string, Histogram.Internal<"model" | "priority">>();
   /** The counters every request adds to, counted in fields and added to the counters at each read (counted-series.ts). */
-  private readonly requestCounts = new CountedSeriesSet<"endpoint" | "model" | "status" | "code">();
-  private readonly rateLimitCounts = new CountedSeriesSet<"plan" | "outcome">();
-  private readonly anonymousLimitCounts = new CountedSeriesSet<"outcome">();
-  private readonly promptTokenCounts = new CountedSeriesSet<"model" | "account">();
-  private readonly completionTokenCounts = new CountedSeriesSet<"model" | "account">();
-  private readonly serviceCounts = new CountedSeriesSet<"model" | "priority" | "account">();
+  private readonly requestCounts: CountedSeriesSet<"endpoint" | "model" | "status" | "code">;
+  private readonly rateLimitCounts: CountedSeriesSet<"plan" | "outcome">;
+  private readonly anonymousLimitCounts: CountedSeriesSet<"outcome">;
+  private readonly promptTokenCounts: CountedSeriesSet<"model" | "account">;
+  private readonly completionTokenCounts: CountedSeriesSet<"model" | "account">;
+  private readonly serviceCounts: CountedSeriesSet<"model" | "priority" | "account">;
   /** Where the batch queue depth is read at scrape time (the runner sets it: the store counts pending lines). */
   batchQueueDepth: (() => Promise<number>) | null = null;
 
@@ -84,40 +77,33 @@ export class Metrics {
     collectDefaultMetrics({ register: this.registry, prefix: "modelgate_" });
     registerAfterGcGauges(this.registry);
     registerWorkerHeapGauges(this.registry);
-    this.requests = this.requestCounts.of(
-      new Counter({ name: "modelgate_requests_total", help: "Requests answered, by endpoint, model, status and §7 error code", labelNames: ["endpoint", "model", "status", "code"], registers, collect: () => this.requestCounts.flush() }),
-    );
+    this.requestCounts = new CountedSeriesSet({ name: "modelgate_requests_total", help: "Requests answered, by endpoint, model, status and §7 error code", labelNames: ["endpoint", "model", "status", "code"], registers });
+    this.requests = this.requestCounts.counter;
     this.requestDuration = new Histogram({ name: "modelgate_request_duration_seconds", help: "Time from request to the last byte of the answer", labelNames: ["endpoint", "model"], buckets: durationBuckets, registers });
     this.ttft = new Histogram({ name: "modelgate_time_to_first_token_seconds", help: "Time from request to the first generated token", labelNames: ["model"], buckets: ttftBuckets, registers });
     this.interToken = new Histogram({ name: "modelgate_inter_token_latency_seconds", help: "Time between two streamed tokens", labelNames: ["model"], buckets: itlBuckets, registers });
     const tokenLabels = perAccount ? (["model", "account"] as const) : (["model"] as const);
-    this.promptTokens = this.promptTokenCounts.of(
-      new Counter({ name: "modelgate_prompt_tokens_total", help: "Prompt tokens processed", labelNames: [...tokenLabels], registers, collect: () => this.promptTokenCounts.flush() }),
-    );
-    this.completionTokens = this.completionTokenCounts.of(
-      new Counter({ name: "modelgate_completion_tokens_total", help: "Completion tokens generated", labelNames: [...tokenLabels], registers, collect: () => this.completionTokenCounts.flush() }),
-    );
+    this.promptTokenCounts = new CountedSeriesSet({ name: "modelgate_prompt_tokens_total", help: "Prompt tokens processed", labelNames: [...tokenLabels], registers });
+    this.promptTokens = this.promptTokenCounts.counter;
+    this.completionTokenCounts = new CountedSeriesSet({ name: "modelgate_completion_tokens_total", help: "Completion tokens generated", labelNames: [...tokenLabels], registers });
+    this.completionTokens = this.completionTokenCounts.counter;
     this.generationRate = new Histogram({ name: "modelgate_generation_tokens_per_second", help: "Completion tokens per second of one generation, after its first token", labelNames: ["model"], buckets: rateBuckets, registers });
     this.queueWait = new Histogram({ name: "modelgate_queue_wait_seconds", help: "Time a request waited for a slot, by priority", labelNames: ["model", "priority"], buckets: durationBuckets, registers });
     this.overloaded = new Counter({ name: "modelgate_overloaded_total", help: "503 overloaded, by reason (queue_full, deadline, no_capacity)", labelNames: ["model", "reason"], registers });
-    this.service = this.serviceCounts.of(
-      new Counter({
-        name: "modelgate_service_tokens_total",
-        help: "Tokens of service the fair-share scheduler charged (prompt at admission, completion as generated), by priority class (and account with metrics.perAccount)",
-        labelNames: perAccount ? ["model", "priority", "account"] : ["model", "priority"],
-        registers,
-        collect: () => this.serviceCounts.flush(),
-      }),
-    );
+    this.serviceCounts = new CountedSeriesSet({
+      name: "modelgate_service_tokens_total",
+      help: "Tokens of service the fair-share scheduler charged (prompt at admission, completion as generated), by priority class (and account with metrics.perAccount)",
+      labelNames: perAccount ? ["model", "priority", "account"] : ["model", "priority"],
+      registers,
+    });
+    this.service = this.serviceCounts.counter;
     this.loads = new Counter({ name: "modelgate_model_loads_total", help: "Model loads, by outcome", labelNames: ["model", "outcome"], registers });
     this.unloads = new Counter({ name: "modelgate_model_unloads_total", help: "Model unloads", labelNames: ["model"], registers });
     this.loadDuration = new Histogram({ name: "modelgate_model_load_duration_seconds", help: "Time to load a model", labelNames: ["model"], buckets: [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300], registers });
-    this.rateLimit = this.rateLimitCounts.of(
-      new Counter({ name: "modelgate_rate_limit_decisions_total", help: "Rate-limit decisions for keys, by plan and outcome (allowed, limited)", labelNames: ["plan", "outcome"], registers, collect: () => this.rateLimitCounts.flush() }),
-    );
-    this.anonymousLimit = this.anonymousLimitCounts.of(
-      new Counter({ name: "modelgate_anonymous_limit_decisions_total", help: "Anonymous-limiter decisions (requests without a valid key), by outcome", labelNames: ["outcome"], registers, collect: () => this.anonymousLimitCounts.flush() }),
-    );
+    this.rateLimitCounts = new CountedSeriesSet({ name: "modelgate_rate_limit_decisions_total", help: "Rate-limit decisions for keys, by plan and outcome (allowed, limited)", labelNames: ["plan", "outcome"], registers });
+    this.rateLimit = this.rateLimitCounts.counter;
+    this.anonymousLimitCounts = new CountedSeriesSet({ name: "modelgate_anonymous_limit_decisions_total", help: "Anonymous-limiter decisions (requests without a valid key), by outcome", labelNames: ["outcome"], registers });
+    this.anonymousLimit = this.anonymousLimitCounts.counter;
     this.tooLarge = new Counter({ name: "modelgate_request_too_large_total", help: "Requests refused with 413", labelNames: ["endpoint"], registers });
     this.cacheRequests = new Counter({ name: "modelgate_cache_requests_total", help: "Requests the response cache applied to, by model and result (hit, miss, bypass)", labelNames: ["model", "result"], registers });
     const cacheCounts = this.cacheCounts;
