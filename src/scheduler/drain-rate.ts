@@ -18,14 +18,10 @@ export class DrainRate {
   /** A lease held for `heldMs` ended now. */
   released(heldMs: number): void {
     this.avgLeaseMs = this.avgLeaseMs * 0.8 + heldMs * 0.2;
-    const now = performance.now();
-    if (this.count < keptReleases) {
-      this.releases[(this.oldest + this.count) % keptReleases] = now;
-      this.count++;
-    } else {
-      this.releases[this.oldest] = now;
-      this.oldest = (this.oldest + 1) % keptReleases;
-    }
+    // The next free place; when the ring is full, that is the oldest's, which the new end replaces.
+    this.releases[(this.oldest + this.count) % keptReleases] = performance.now();
+    if (this.count < keptReleases) this.count++;
+    else this.oldest = (this.oldest + 1) % keptReleases;
   }
 
   /**
