@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { errors, FormData, Pool, type Dispatcher } from "undici";
 import { isAppError } from "../../errors/app-error.ts";
 import { injectTraceContext, inSpan, SpanKind } from "../../telemetry/spans.ts";
-import { LinkedAbort } from "./linked-abort.ts";
+import { CallBounds } from "./call-bounds.ts";
 import { mapUpstreamError, UpstreamConfigError, UpstreamUnavailable } from "./upstream-errors.ts";
 
 export interface UpstreamTimeouts {
@@ -29,8 +29,11 @@ export interface UpstreamCall {
   json?: unknown;
   form?: FormData;
   signal: AbortSignal;
-  /** A streamed answer: the caller bounds its silences (StallWatchdog) instead of the pool's idle timeout. */
-  streaming?: boolean;
+  /**
+   * A streamed answer: its silences are bounded by these bounds (`boundsFor`, made over `signal`, and disposed by the
+   * caller) instead of by the pool's idle timeout.
+   */
+  streaming?: CallBounds;
   /** A health check: not traced (it would add a root span per upstream every interval). */
   healthCheck?: boolean;
   /** The §7 param an upstream context-window error is reported on. */
@@ -43,8 +46,8 @@ export interface UpstreamResponse {
   status: number;
   headers: Record<string, string | string[] | undefined>;
   body: Dispatcher.ResponseData["body"];
-  /** The call's total bound, which goes on while the body is read. */
-  total: LinkedAbort;
+  /** The call's bounds, which go on while the body is read. */
+  bounds: CallBounds;
 }
 
 /** OpenSSL's verdicts on a certificate we do not trust: a configuration problem, not an outage. */
@@ -94,8 +97,13 @@ export class UpstreamClient {
     return inSpan(`upstream ${call.method ?? "POST"} ${call.path}`, attributes, () => this.sendNow(call), SpanKind.CLIENT);
   }
 
+  /** The bounds of one call over `signal`: this upstream's total timeout, and the silences of a streamed answer. */
+  boundsFor(signal: AbortSignal, silences: { firstMs: number; idleMs: number } | null = null): CallBounds {
+    return new CallBounds(signal, this.timeouts.totalMs, silences);
+  }
+
   private async sendNow(call: UpstreamCall): Promise<UpstreamResponse> {
-    const total = new LinkedAbort(call.signal, this.timeouts.totalMs);
+    const bounds = call.streaming ?? this.boundsFor(call.signal);
     const headers: Record<string, string> = { accept: call.form ? "application/json" : "application/json, text/event-stream" };
     if (this.target.apiKey) headers.authorization = `Bearer ${this.target.apiKey}`;
     if (call.json !== undefined) headers["content-type"] = "application/json";
@@ -107,20 +115,20 @@ export class UpstreamClient {
         path: `${call.root ? this.rootPath : this.basePath}${call.path}`,
         headers,
         body: call.form ?? (call.json === undefined ? null : JSON.stringify(call.json)),
-        signal: total.signal,
+        signal: bounds.signal,
         ...(call.streaming ? { bodyTimeout: 0 } : {}),
       });
     } catch (err) {
-      total.dispose();
-      throw this.failure(err, call.signal, total);
+      bounds.dispose();
+      throw this.failure(err, bounds.signal);
     }
     if (response.statusCode >= 200 && response.statusCode < 300) {
-      // The total bound holds until the caller has read (or dropped) the body.
-      response.body.once("close", () => total.dispose());
-      return { status: response.statusCode, headers: response.headers, body: response.body, total };
+      // The bounds hold until the caller has read (or dropped) the body; a streamed answer's caller disposes its own.
+      if (!call.streaming) response.body.once("close", () => bounds.dispose());
+      return { status: response.statusCode, headers: response.headers, body: response.body, bounds };
     }
     const text = await response.body.text().catch(() => "");
-    total.dispose();
+    bounds.dispose();
     throw mapUpstreamError(response.statusCode, response.headers, text, { modelgate: this.modelgate, contextParam: call.contextParam, unsupportedParam: call.unsupportedParam });
   }
 
@@ -130,23 +138,23 @@ export class UpstreamClient {
     try {
       return (await response.body.json()) as T;
     } catch (err) {
-      if (err instanceof SyntaxError && !call.signal.aborted) {
+      if (err instanceof SyntaxError && !response.bounds.signal.aborted) {
         throw new UpstreamUnavailable("The model's engine sent a malformed answer.", null, 1000, "overloaded", `malformed JSON: ${err.message}`);
       }
-      throw this.failure(err, call.signal, response.total);
+      throw this.failure(err, response.bounds.signal);
     }
   }
 
   /**
-   * What an error while talking to the upstream means for us. The request's own abort (client gone, our deadline)
-   * passes through unchanged; everything else is the upstream being unavailable. The client's message never names
-   * the upstream; the engine logs it with the error's detail.
+   * What an error while talking to the upstream means for us. When the call's bounds aborted it, their reason: the
+   * request's own abort (client gone, our deadline) unchanged, or the bound that ran out. Everything else is the
+   * upstream being unavailable. The client's message never names the upstream; the engine logs it with the error's
+   * detail.
    */
-  failure(err: unknown, callerSignal: AbortSignal, total: LinkedAbort | null): unknown {
-    if (callerSignal.aborted) return callerSignal.reason;
+  failure(err: unknown, bounds: AbortSignal): unknown {
+    if (bounds.aborted) return bounds.reason;
     if (isAppError(err) || err instanceof UpstreamConfigError) return err;
     const unavailable = (message: string, detail: string) => new UpstreamUnavailable(message, null, 1000, "overloaded", detail);
-    if (total?.timedOut) return unavailable(`The model's engine did not finish within ${this.timeouts.totalMs} ms.`, "total timeout");
     if (err instanceof errors.HeadersTimeoutError) return unavailable(`The model's engine did not answer within ${this.timeouts.firstByteMs} ms.`, "first-byte timeout");
     if (err instanceof errors.BodyTimeoutError) return unavailable(`The model's engine stalled: nothing for ${this.timeouts.idleMs} ms.`, "idle timeout");
     if (err instanceof errors.ConnectTimeoutError) return unavailable(`The model's engine could not be reached within ${this.timeouts.connectMs} ms.`, "connect timeout");

@@ -1,8 +1,7 @@
 import { finished } from "node:stream/promises";
 import type { EventSourceMessage } from "eventsource-parser";
 import { SseReader } from "./sse-events.ts";
-import { StallWatchdog } from "./stall-watchdog.ts";
-import type { UpstreamCall, UpstreamClient, UpstreamResponse, UpstreamTimeouts } from "./upstream-client.ts";
+import type { UpstreamCall, UpstreamClient, UpstreamTimeouts } from "./upstream-client.ts";
 import { readErrorBody, UpstreamUnavailable } from "./upstream-errors.ts";
 
 /** What one streamed upstream call of a generation sends, how its events become deltas, and the deltas that close it. */
@@ -20,21 +19,20 @@ type Bounds = Pick<UpstreamTimeouts, "firstByteMs" | "idleMs">;
 /**
  * One streamed upstream call (chat or completions), as our deltas: the events of each read of the body turned into
  * deltas by `g.read`, one array per read, then what `g.flush` held back and `g.done`. The stream's silences are
- * bounded (StallWatchdog); an error event, a malformed event or any failure is mapped (`UpstreamUnavailable` when
+ * bounded (CallBounds); an error event, a malformed event or any failure is mapped (`UpstreamUnavailable` when
  * retryable), after the deltas that came before it. The body is read here, not through another generator: each
  * layer of iteration is a step per read, and a stream has a read per token.
  */
 export async function* streamedDeltas<D>(client: UpstreamClient, g: GenerationCall<D>, bounds: Bounds, signal: AbortSignal): AsyncGenerator<D[]> {
-  const watchdog = new StallWatchdog(signal, bounds.firstByteMs, bounds.idleMs);
-  let response: UpstreamResponse | null = null;
+  const watch = client.boundsFor(signal, { firstMs: bounds.firstByteMs, idleMs: bounds.idleMs });
   try {
-    response = await client.send({ ...g.call, signal: watchdog.signal, streaming: true });
+    const response = await client.send({ ...g.call, signal, streaming: watch });
     const sse = new SseReader();
     try {
       for await (const chunk of response.body) {
         const events = sse.feed(chunk);
         if (events.length === 0) continue;
-        watchdog.beat();
+        watch.beat();
         const deltas: D[] = [];
         const failure = readEvents(events, client.origin, g.read, deltas);
         // What came before a malformed or error event goes out first, as when each event was its own step.
@@ -50,9 +48,9 @@ export async function* streamedDeltas<D>(client: UpstreamClient, g: GenerationCa
     if (deltas.length > 0) yield deltas;
     if (failure !== null) throw failure;
   } catch (err) {
-    throw client.failure(err, watchdog.signal, response?.total ?? null);
+    throw client.failure(err, watch.signal);
   } finally {
-    watchdog.stop();
+    watch.dispose();
   }
   yield [g.done()];
 }
@@ -62,18 +60,17 @@ export async function* streamedDeltas<D>(client: UpstreamClient, g: GenerationCa
  * array, `done` last, with the same bounds and the same failures, and no step of an iteration per read.
  */
 export async function collectedDeltas<D>(client: UpstreamClient, g: GenerationCall<D>, bounds: Bounds, signal: AbortSignal): Promise<D[]> {
-  const watchdog = new StallWatchdog(signal, bounds.firstByteMs, bounds.idleMs);
-  let response: UpstreamResponse | null = null;
+  const watch = client.boundsFor(signal, { firstMs: bounds.firstByteMs, idleMs: bounds.idleMs });
   const deltas: D[] = [];
   try {
-    response = await client.send({ ...g.call, signal: watchdog.signal, streaming: true });
+    const response = await client.send({ ...g.call, signal, streaming: watch });
     const sse = new SseReader();
     const body = response.body;
     // Read by a listener and awaited once: an async iteration would be a promise step per read.
     body.on("data", (chunk: Buffer) => {
       const events = sse.feed(chunk);
       if (events.length === 0) return;
-      watchdog.beat();
+      watch.beat();
       const failure = readEvents(events, client.origin, g.read, deltas);
       if (failure !== null) body.destroy(failure as Error);
     });
@@ -85,9 +82,9 @@ export async function collectedDeltas<D>(client: UpstreamClient, g: GenerationCa
     const failure = readEvents(sse.end(), client.origin, g.read, deltas);
     if (failure !== null) throw failure;
   } catch (err) {
-    throw client.failure(err, watchdog.signal, response?.total ?? null);
+    throw client.failure(err, watch.signal);
   } finally {
-    watchdog.stop();
+    watch.dispose();
   }
   for (const delta of g.flush()) deltas.push(delta);
   deltas.push(g.done());
