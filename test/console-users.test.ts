@@ -1,4 +1,3 @@
-// test: alone (a 1.5 s idle timeout and a 4 s session lifetime, each checked to within 0.5 s)
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
@@ -17,8 +16,8 @@ import { freshPostgres, silentLogger } from "../harness/keys.ts";
 /**
  * Issue 33's security rules for console users over HTTP: isolation between accounts (generated from the route
  * table), role limits, invites and passwords, sessions (fixation, CSRF, timeouts, sign-out everywhere), throttled
- * and audited sign-ins, and the audit log naming the user. Replicas sharing sessions: console-replicas.test.ts;
- * OIDC: console-oidc.test.ts; the browser: console.test.ts.
+ * and audited sign-ins, and the audit log naming the user. Session timeouts: console-session-timeouts.test.ts;
+ * replicas sharing sessions: console-replicas.test.ts; OIDC: console-oidc.test.ts; the browser: console.test.ts.
  */
 const adminToken = "Yq4vN8sKpT2wLz6RbX1mHc9dFj3GtA7uEe5SnV0kQiW";
 const admin = { authorization: `Bearer ${adminToken}` };
@@ -353,32 +352,6 @@ test("issue 33 sessions: an id planted before sign-in is not kept; a change from
   assert.match(out.headers.getSetCookie().join(""), /__Host-modelgate_console=;/);
   for (const client of [session, second, a.owner]) assert.equal((await client.send("GET", "/console/api/session")).status, 401);
   a.owner = await clientFrom(srv.fetch, srv.origin, await signInRequest(srv.fetch, srv.origin, "owner@alpha-corp.example", testPassword, {}, { "x-forwarded-for": "198.51.100.3" }));
-});
-
-test("issue 33 sessions end after the idle timeout and after the absolute lifetime, whatever the activity", async () => {
-  const short = await startServer({ adminToken, console: { sessionIdleTimeout: "1500ms", sessionLifetime: "4s" }, models: [] });
-  try {
-    const account = (await (await short.post("/admin/v1/accounts", { name: "timeouts" }, { headers: admin })).json()) as { id: string };
-    const member = await joinWithToken(short.fetch, short.origin, adminToken, account.id, "t@timeouts.example", "owner");
-    const busy = await clientFrom(short.fetch, short.origin, await signInRequest(short.fetch, short.origin, "t@timeouts.example", testPassword));
-    const started = Date.now();
-    let idleChecked = false;
-    let lastOk = 0;
-    while (Date.now() - started < 6000) {
-      if (!idleChecked && Date.now() - started > 1700) {
-        assert.equal((await member.send("GET", "/console/api/session")).status, 401, "idle past 1.5 s");
-        idleChecked = true;
-      }
-      const status = (await busy.send("GET", "/admin/v1/keys")).status;
-      if (status !== 200) break;
-      lastOk = Date.now() - started;
-      await new Promise((r) => setTimeout(r, 300));
-    }
-    assert.ok(idleChecked);
-    assert.ok(lastOk > 2000 && lastOk < 4500, `an active session lives to its lifetime and not past it (last ok at ${lastOk} ms)`);
-  } finally {
-    await short.close();
-  }
 });
 
 test("issue 33 sign-in throttling and audit: failures per email from many addresses hit the email's limit (429 even with the right password); each attempt is audited (auth.login by the user, auth.failed) and a flood adds one entry per address", async () => {
