@@ -3,7 +3,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import { startListening, type Peer } from "../harness/peers.ts";
-import { cliPath, compiledCliPath } from "../harness/server.ts";
+import { compiledCliPath, sourceCliPath } from "../harness/server.ts";
 
 /**
  * The out-of-process pieces of the gateway benchmarks: peer servers (bench/peers/*.mjs, each printing
@@ -18,7 +18,7 @@ const root = path.resolve(import.meta.dirname, "..");
  * makes (a `defineProperty` each, on every call of a function that makes one), which the build does not.
  */
 export function gatewayEntry(): string {
-  return process.env.BENCH_TSX ? cliPath : compiledCliPath();
+  return process.env.BENCH_TSX ? sourceCliPath : compiledCliPath();
 }
 
 /** A rate limit no bench load reaches: the gateway benches measure the path, not the limiter's refusals. */

@@ -11,15 +11,23 @@ import { buildConfig } from "../src/config/load-config.ts";
 import type { AppConfig } from "../src/config/app-config.ts";
 import { buildServer, type Server, type ServerOptions } from "../src/server.ts";
 import { createKey, type CreateKeyOptions } from "./keys.ts";
+import { distIsFresh } from "./dist-freshness.mjs";
 
 export const repoRoot = path.resolve(import.meta.dirname, "..");
 export const modelsDir = path.resolve(repoRoot, "../shared/models");
-export const cliPath = path.join(repoRoot, "bin/modelgate.js");
+/** The CLI as `npx modelgate` runs it: the sources through tsx. */
+export const sourceCliPath = path.join(repoRoot, "bin/modelgate.js");
+/**
+ * The CLI the tests spawn (servers and commands): the compiled build, as `npm start` runs it, when it was built after
+ * the last change under src/ (npm test builds it first when not), else the sources. A server spawned from dist/
+ * starts on about 0.5 s less CPU than through tsx, and the suite spawns about 140.
+ */
+export const cliPath = distIsFresh(repoRoot) ? path.join(repoRoot, "dist/cli/run.js") : sourceCliPath;
 
 /**
  * `npm run build` of the tree, and the compiled server's entry point: the server as `npm start` and the Dockerfile run
- * it, where `cliPath` runs the sources through tsx (which also turns source maps on: every file an error's stack
- * passes through has its map parsed and kept).
+ * it, where `sourceCliPath` runs the sources through tsx (which also turns source maps on: every file an error's stack
+ * passes through has its map parsed and kept). It builds whether or not dist/ is fresh.
  */
 export function compiledCliPath(): string {
   execFileSync(process.execPath, [path.join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json"], { cwd: repoRoot, stdio: "inherit" });
@@ -145,7 +153,7 @@ export interface SpawnedServer {
 
 /**
  * Writes a YAML config and starts `modelgate serve` as a separate process; resolves at its `listening` line.
- * `entry` is the CLI script: the sources through tsx by default, or a compiled build's dist/cli/run.js; `nodeArgs` go
+ * `entry` is the CLI script (`cliPath` by default, or a compiled build's dist/cli/run.js); `nodeArgs` go
  * before it (V8 flags that NODE_OPTIONS refuses, such as --no-memory-reducer).
  */
 export async function spawnServer(

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, existsSync, readFileSync } from "node:fs";
 import { X509Certificate } from "node:crypto";
 import path from "node:path";
-import { repoRoot, runCli, spawnServer, tempDir, trustingFetch, writeConfig } from "../harness/server.ts";
+import { repoRoot, runCli, sourceCliPath, spawnServer, tempDir, trustingFetch, writeConfig } from "../harness/server.ts";
 import { testConfig } from "../harness/config.ts";
 import { createKey } from "../harness/keys.ts";
 import { loadOrCreateTls } from "../src/http/tls.ts";
@@ -33,7 +33,8 @@ test("issue 3.2 the literal example config loads and serves through the real CLI
     assert.equal(config.models[0].path, path.resolve(repoRoot, "../shared/models/stories260K.gguf"));
     assert.equal(config.plans.get("free")!.rateLimit.windowMs, 60_000);
 
-    const server = await spawnServer((await import("yaml")).parse(literalExample), dir, []);
+    // bin/modelgate.js, the sources through tsx as `npx modelgate` runs them; the other spawned servers run dist/.
+    const server = await spawnServer((await import("yaml")).parse(literalExample), dir, [], {}, sourceCliPath);
     try {
       assert.match(server.origin, /^https:\/\/127\.0\.0\.1:\d+$/);
       const { key } = await createKey(config, { plan: "free" });

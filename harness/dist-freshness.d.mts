@@ -1,0 +1,1 @@
+export function distIsFresh(root: string): boolean;
