@@ -22,3 +22,18 @@ test("response serializers are compiled once per distinct schema text, across ro
   assert.notEqual(otherShared(route(envelope())), first, "other shared schemas: another serializer");
   assert.equal(otherShared(route(envelope()))({ error: { code: "c", message: "m" } }), '{"error":{"code":"c"}}');
 });
+
+test("each serializer is compiled with only the shared schemas it refers to, through others and to ids nested in them", () => {
+  const shared = {
+    Usage: Type.Object({ tokens: Type.Integer() }, { $id: "Usage" }),
+    Reply: Type.Object({ usage: Type.Ref("Usage"), part: Type.Ref("Part") }, { $id: "Reply" }),
+    // A shared schema holding another by its own $id, as TypeBox modules do.
+    Parts: Type.Object({ one: Type.Object({ text: Type.String() }, { $id: "Part" }) }, { $id: "Parts" }),
+    // Not valid JSON Schema: fast-json-stringify refuses every compile it is given to.
+    Broken: { $id: "Broken", type: "not-a-type" },
+  };
+  const compile = sharedSerializers()(shared, undefined);
+  const reply = compile(route(Type.Object({ reply: Type.Ref("Reply") }), "/reply"));
+  assert.equal(reply({ reply: { usage: { tokens: 3, x: 1 }, part: { text: "t", y: 2 }, z: 3 } }), '{"reply":{"usage":{"tokens":3},"part":{"text":"t"}}}');
+  assert.throws(() => compile(route(Type.Object({ b: Type.Ref("Broken") }), "/broken")), /schema is invalid/, "a route that refers to it still gets its error");
+});
