@@ -53,3 +53,15 @@ test("disposed bounds abort for nothing: not the caller, not a bound that runs o
   await sleep(60);
   assert.equal(bounds.signal.aborted, false);
 });
+
+test("a bound past what one timer can hold (2^31 - 1 ms) waits, instead of a timer Node fires at once", async () => {
+  const overflows: string[] = [];
+  const onWarning = (warning: Error) => warning.name === "TimeoutOverflowWarning" && overflows.push(warning.message);
+  process.on("warning", onWarning);
+  const bounds = new CallBounds(new AbortController().signal, 1000 * 3_600_000, { firstMs: 1000 * 3_600_000, idleMs: 60_000 });
+  await sleep(30);
+  process.off("warning", onWarning);
+  assert.equal(bounds.signal.aborted, false);
+  assert.deepEqual(overflows, []);
+  bounds.dispose();
+});

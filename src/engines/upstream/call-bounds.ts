@@ -86,7 +86,8 @@ export class CallBounds {
     if (this.timer && this.timerAt <= at) return;
     if (this.timer) clearTimeout(this.timer);
     this.timerAt = at;
-    this.timer = setTimeout(() => this.fire(), Math.max(0, at - performance.now())).unref();
+    // Node fires a longer delay than a timer holds (2^31 - 1 ms, 24.8 days; `total: 1000h` is a valid config) after 1 ms.
+    this.timer = setTimeout(() => this.fire(), Math.min(maxTimerMs, Math.max(0, at - performance.now()))).unref();
   }
 
   /** The timer fired: abort if the nearest deadline has passed, or wait for it (a beat moved it on). */
@@ -98,6 +99,8 @@ export class CallBounds {
     else this.arm();
   }
 }
+
+const maxTimerMs = 2 ** 31 - 1;
 
 function unavailable(message: string, detail: string): UpstreamUnavailable {
   return new UpstreamUnavailable(message, null, 1000, "overloaded", detail);
