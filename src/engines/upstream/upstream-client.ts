@@ -53,6 +53,12 @@ export interface UpstreamResponse {
 /** OpenSSL's verdicts on a certificate we do not trust: a configuration problem, not an outage. */
 const tlsTrustErrors = /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ERR_TLS_CERT_ALTNAME_INVALID/;
 
+/** The connection closed (or was reset) under a request before its answer began. */
+function closedBeforeAnswering(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  return err instanceof errors.SocketError || code === "ECONNRESET" || code === "EPIPE";
+}
+
 /** `https://gpu-a:8000/v1` → `https://gpu-a:8000` (vLLM, SGLang and llama-server put /tokenize and /health at the root). */
 export function rootOf(url: string): string {
   return url.replace(/\/v1$/, "");
@@ -108,15 +114,22 @@ export class UpstreamClient {
     if (this.target.apiKey) headers.authorization = `Bearer ${this.target.apiKey}`;
     if (call.json !== undefined) headers["content-type"] = "application/json";
     injectTraceContext(headers);
+    const request: Dispatcher.RequestOptions = {
+      method: call.method ?? "POST",
+      path: `${call.root ? this.rootPath : this.basePath}${call.path}`,
+      headers,
+      body: call.form ?? (call.json === undefined ? null : JSON.stringify(call.json)),
+      signal: bounds.signal,
+      ...(call.streaming ? { bodyTimeout: 0 } : {}),
+    };
     let response: Dispatcher.ResponseData;
     try {
-      response = await this.pool.request({
-        method: call.method ?? "POST",
-        path: `${call.root ? this.rootPath : this.basePath}${call.path}`,
-        headers,
-        body: call.form ?? (call.json === undefined ? null : JSON.stringify(call.json)),
-        signal: bounds.signal,
-        ...(call.streaming ? { bodyTimeout: 0 } : {}),
+      response = await this.pool.request(request).catch((err: unknown) => {
+        // A kept-alive connection that the upstream closed as the request went out on it (its keep-alive timeout ran
+        // out: llama-server's is 5 s, and a loaded machine runs our own earlier timer late) fails before any answer.
+        // The request goes once more, on a new connection; at worst an upstream that died mid-request sees it twice.
+        if (bounds.signal.aborted || !closedBeforeAnswering(err)) throw err;
+        return this.pool.request(request);
       });
     } catch (err) {
       bounds.dispose();
