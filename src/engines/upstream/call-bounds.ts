@@ -19,7 +19,6 @@ export class CallBounds {
   private lastEventAt: number;
   /** Whether an event has come: the bound on silence is then `idleMs`, not `firstMs`. */
   private heard = false;
-  private timerAt = 0;
   private disposed = false;
 
   /** `silences`: bound the silences of a streamed answer, `firstMs` until the first `beat()`, then `idleMs` between beats. */
@@ -79,13 +78,9 @@ export class CallBounds {
     return silence.at < total.at ? silence : total;
   }
 
-  /** Sets the one timer for the nearest deadline, unless one is set that fires no later. */
+  /** Sets the one timer for the nearest deadline (at the start, and when the timer found the deadline moved on). */
   private arm(): void {
-    if (this.disposed) return;
     const { at } = this.nextDeadline();
-    if (this.timer && this.timerAt <= at) return;
-    if (this.timer) clearTimeout(this.timer);
-    this.timerAt = at;
     // Node fires a longer delay than a timer holds (2^31 - 1 ms, 24.8 days; `total: 1000h` is a valid config) after 1 ms.
     this.timer = setTimeout(() => this.fire(), Math.min(maxTimerMs, Math.max(0, at - performance.now()))).unref();
   }

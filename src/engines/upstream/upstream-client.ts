@@ -133,7 +133,7 @@ export class UpstreamClient {
       });
     } catch (err) {
       bounds.dispose();
-      throw this.failure(err, bounds.signal);
+      throw this.failure(err, bounds);
     }
     if (response.statusCode >= 200 && response.statusCode < 300) {
       // The bounds hold until the caller has read (or dropped) the body; a streamed answer's caller disposes its own.
@@ -154,7 +154,7 @@ export class UpstreamClient {
       if (err instanceof SyntaxError && !response.bounds.signal.aborted) {
         throw new UpstreamUnavailable("The model's engine sent a malformed answer.", null, 1000, "overloaded", `malformed JSON: ${err.message}`);
       }
-      throw this.failure(err, response.bounds.signal);
+      throw this.failure(err, response.bounds);
     }
   }
 
@@ -164,8 +164,8 @@ export class UpstreamClient {
    * upstream being unavailable. The client's message never names the upstream; the engine logs it with the error's
    * detail.
    */
-  failure(err: unknown, bounds: AbortSignal): unknown {
-    if (bounds.aborted) return bounds.reason;
+  failure(err: unknown, bounds: CallBounds): unknown {
+    if (bounds.signal.aborted) return bounds.signal.reason;
     if (isAppError(err) || err instanceof UpstreamConfigError) return err;
     const unavailable = (message: string, detail: string) => new UpstreamUnavailable(message, null, 1000, "overloaded", detail);
     if (err instanceof errors.HeadersTimeoutError) return unavailable(`The model's engine did not answer within ${this.timeouts.firstByteMs} ms.`, "first-byte timeout");

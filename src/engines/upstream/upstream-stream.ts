@@ -48,7 +48,7 @@ export async function* streamedDeltas<D>(client: UpstreamClient, g: GenerationCa
     if (deltas.length > 0) yield deltas;
     if (failure !== null) throw failure;
   } catch (err) {
-    throw client.failure(err, watch.signal);
+    throw client.failure(err, watch);
   } finally {
     watch.dispose();
   }
@@ -82,7 +82,7 @@ export async function collectedDeltas<D>(client: UpstreamClient, g: GenerationCa
     const failure = readEvents(sse.end(), client.origin, g.read, deltas);
     if (failure !== null) throw failure;
   } catch (err) {
-    throw client.failure(err, watch.signal);
+    throw client.failure(err, watch);
   } finally {
     watch.dispose();
   }
