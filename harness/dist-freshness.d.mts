@@ -1,1 +1,2 @@
 export function distIsFresh(root: string): boolean;
+export function buildDist(root: string): void;

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { Agent } from "undici";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
@@ -11,7 +11,7 @@ import { buildConfig } from "../src/config/load-config.ts";
 import type { AppConfig } from "../src/config/app-config.ts";
 import { buildServer, type Server, type ServerOptions } from "../src/server.ts";
 import { createKey, type CreateKeyOptions } from "./keys.ts";
-import { distIsFresh } from "./dist-freshness.mjs";
+import { buildDist, distIsFresh } from "./dist-freshness.mjs";
 
 export const repoRoot = path.resolve(import.meta.dirname, "..");
 export const modelsDir = path.resolve(repoRoot, "../shared/models");
@@ -30,7 +30,7 @@ export const cliPath = distIsFresh(repoRoot) ? path.join(repoRoot, "dist/cli/run
  * passes through has its map parsed and kept). It builds whether or not dist/ is fresh.
  */
 export function compiledCliPath(): string {
-  execFileSync(process.execPath, [path.join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json"], { cwd: repoRoot, stdio: "inherit" });
+  buildDist(repoRoot);
   return path.join(repoRoot, "dist/cli/run.js");
 }
 

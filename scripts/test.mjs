@@ -9,10 +9,10 @@
 // compile cache, .cache/node-compile: each starts by compiling hundreds of modules, and the cache takes about an eighth off
 // that CPU. The servers and CLIs the tests spawn run from dist/ (harness/server.ts's cliPath), so dist/ is built first
 // when a file under src/ changed after it. Ends with one line of totals.
-import { execFileSync, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
-import { distIsFresh } from "../harness/dist-freshness.mjs";
+import { buildDist, distIsFresh } from "../harness/dist-freshness.mjs";
 
 const root = path.resolve(import.meta.dirname, "..");
 const aloneMark = /^\/\/ test: alone\b/m;
@@ -71,7 +71,7 @@ function phase(name, group, jobs) {
 
 if (!distIsFresh(root)) {
   const started = Date.now();
-  execFileSync(process.execPath, [path.join(root, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json"], { cwd: root, stdio: "inherit" });
+  buildDist(root);
   console.log(`# built dist/ (the sources changed after it) in ${((Date.now() - started) / 1000).toFixed(0)} s`);
 }
 await phase("together", together, concurrency);
