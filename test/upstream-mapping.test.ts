@@ -39,6 +39,14 @@ before(async () => {
       { id: "down", capabilities: ["chat"], engine: "upstream", upstreams: [{ url: "http://127.0.0.1:1/v1", model: "x" }] },
       { id: "fragile", capabilities: ["chat"], ...upstream({ breaker: { failures: 1, cooldown: "60s" } }) },
       { id: "bounded", capabilities: ["chat"], ...upstream({ timeouts: { firstByte: "500ms", idle: "300ms", total: "700ms" } }) },
+      {
+        id: "patient",
+        capabilities: ["chat"],
+        requestTimeout: "1000h",
+        maxQueueWait: "1000h",
+        keepAlive: "1000h",
+        ...upstream({ timeouts: { connect: "1000h", firstByte: "1000h", idle: "1000h", total: "1000h" }, breaker: { failures: 1000, cooldown: "1000h" }, health: { interval: "1000h" } }),
+      },
     ],
   }, {
     logger: {
@@ -257,6 +265,15 @@ test("an upstream that keeps streaming past the total timeout is cut there: 503,
   assert.match(body.events.map((e) => e.choices?.[0]?.delta?.content ?? "").join(""), /^( more)+$/);
   assert.equal(body.events.at(-1).error.code, "overloaded");
   assert.ok(logLines.slice(logged).some((line) => line.includes("total timeout")), "the node logs which bound cut the call");
+});
+
+test("durations past what a Node timer holds (1000h > 2^31 - 1 ms) wait, rather than cut every request at once", async () => {
+  replay.on("/v1/chat/completions", sse([chunk({ role: "assistant", content: "" }), chunk({ content: "Patient." }), chunk({}, "stop")]));
+  const res = await front.openai(key).chat.completions.create({ model: "patient", messages: once });
+  assert.equal(res.choices[0].message.content, "Patient.");
+  let streamed = "";
+  for await (const part of await front.openai(key).chat.completions.create({ model: "patient", messages: once, stream: true })) streamed += part.choices[0]?.delta.content ?? "";
+  assert.equal(streamed, "Patient.");
 });
 
 test("an upstream that never answers hits the first-byte timeout: 503 overloaded", async () => {

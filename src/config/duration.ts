@@ -7,6 +7,18 @@ export function parseDuration(text: string): number {
   return Number(match[1]) * unitMs[match[2] as keyof typeof unitMs];
 }
 
+/** The longest delay one Node timer holds (about 596 h): a longer one fires after 1 ms instead, with a warning. */
+export const maxTimerMs = 2 ** 31 - 1;
+
+/**
+ * A duration some timer waits for (a timeout, a wait, an interval): beyond `maxTimerMs` it is `maxTimerMs`, so that
+ * `requestTimeout: 1000h` means a very long time rather than a timer Node fires at once (or a RangeError in
+ * `AbortSignal.timeout`).
+ */
+export function parseTimerDuration(text: string): number {
+  return Math.min(parseDuration(text), maxTimerMs);
+}
+
 /** Formats whole seconds as the rate-limit reset string of §8: "1s", "6m0s", "1h2m3s". */
 export function formatResetDuration(totalSeconds: number): string {
   const s = Math.max(0, Math.ceil(totalSeconds));

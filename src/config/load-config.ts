@@ -5,7 +5,7 @@ import YAML from "yaml";
 import { Config, allEndpoints, modelBaseProperties, type ConfigInput, type ModelConfigInput, type PlanConfig } from "./config.schema.ts";
 import type { AppConfig, ConsoleSettings, InputLimits, LlamaSettings, ModelEntry, Plan } from "./app-config.ts";
 import type { EngineKinds } from "./engine-kinds.ts";
-import { parseDuration } from "./duration.ts";
+import { parseDuration, parseTimerDuration } from "./duration.ts";
 import { parseMoney } from "./money.ts";
 import { defaultCacheMemoryBytes, resolveModelCache, resolvePlanCache } from "./cache-config.ts";
 import { isHubRef, localPathForHubRef, parseHubRef } from "./hub-ref.ts";
@@ -204,11 +204,11 @@ export function resolveModel(model: ModelConfigInput, ctx: ModelContext): ModelE
     parallel,
     ownedBy: model.ownedBy ?? "modelgate",
     load: model.load ?? "eager",
-    keepAliveMs: model.keepAlive === undefined || model.keepAlive === "forever" ? null : parseDuration(model.keepAlive),
+    keepAliveMs: model.keepAlive === undefined || model.keepAlive === "forever" ? null : parseTimerDuration(model.keepAlive),
     queueSize: model.queueSize ?? Math.max(16, parallel * 8),
-    requestTimeoutMs: model.requestTimeout ? parseDuration(model.requestTimeout) : ctx.serverTimeoutMs,
-    maxQueueWaitMs: parseDuration(model.maxQueueWait ?? "30s"),
-    batchMaxWaitMs: parseDuration(model.batchMaxWait ?? "10m"),
+    requestTimeoutMs: model.requestTimeout ? parseTimerDuration(model.requestTimeout) : ctx.serverTimeoutMs,
+    maxQueueWaitMs: parseTimerDuration(model.maxQueueWait ?? "30s"),
+    batchMaxWaitMs: parseTimerDuration(model.batchMaxWait ?? "10m"),
     dtype: model.dtype ?? null,
     defaults: model.defaults ?? {},
     maxInputTokens: model.maxInputTokens ?? null,
@@ -241,7 +241,7 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
       ? path.resolve(configDir, input.dataDir)
       : path.resolve("data");
   const server = input.server ?? {};
-  const requestTimeoutMs = parseDuration(server.requestTimeout ?? "10m");
+  const requestTimeoutMs = parseTimerDuration(server.requestTimeout ?? "10m");
 
   const plans = new Map<string, Plan>([[defaultPlanName, builtInDefaultPlan]]);
   for (const [name, plan] of Object.entries(input.plans ?? {})) plans.set(name, resolvePlan(name, plan));
@@ -295,9 +295,9 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
       tls: server.tls?.cert && server.tls.key ? { cert: path.resolve(configDir, server.tls.cert), key: path.resolve(configDir, server.tls.key) } : null,
       ciphers: server.tls?.ciphers ?? defaultCiphers,
       trustProxy: server.trustProxy ?? [],
-      shutdownTimeoutMs: parseDuration(server.shutdownTimeout ?? "30s"),
-      bodyTimeoutMs: parseDuration(server.bodyTimeout ?? "30s"),
-      headerTimeoutMs: parseDuration(server.headerTimeout ?? "10s"),
+      shutdownTimeoutMs: parseTimerDuration(server.shutdownTimeout ?? "30s"),
+      bodyTimeoutMs: parseTimerDuration(server.bodyTimeout ?? "30s"),
+      headerTimeoutMs: parseTimerDuration(server.headerTimeout ?? "10s"),
       requestTimeoutMs,
       trimNativeMemory: server.trimNativeMemory ?? true,
       maxRequestsPerConnection: server.maxRequestsPerConnection ?? 0,
@@ -318,8 +318,8 @@ export function buildConfig(raw: unknown, file: string | null, engines: EngineKi
     staleIfErrorMs: parseDuration(input.store?.staleIfError ?? "5m"),
     cache: { maxBytes: input.cache?.maxBytes ?? defaultCacheMemoryBytes },
     batches: {
-      leaseMs: parseDuration(input.batches?.leaseTtl ?? "30s"),
-      pollMs: parseDuration(input.batches?.pollInterval ?? "1s"),
+      leaseMs: parseTimerDuration(input.batches?.leaseTtl ?? "30s"),
+      pollMs: parseTimerDuration(input.batches?.pollInterval ?? "1s"),
       fileExpiryMs: expiry(input.batches?.fileExpiry ?? "720h"),
       outputExpiryMs: expiry(input.batches?.outputExpiry ?? "720h"),
     },

@@ -1,5 +1,5 @@
 import type { ModelEntry } from "../../config/app-config.ts";
-import { parseDuration } from "../../config/duration.ts";
+import { parseTimerDuration } from "../../config/duration.ts";
 import { AppError } from "../../errors/app-error.ts";
 import type { EngineLog } from "../engine-kind.ts";
 import type {
@@ -75,7 +75,7 @@ export class ManagedLlamaServerEngine implements Engine, ChatPort<UpstreamPrepar
       );
     }
     this.process = await LlamaServerProcess.start(
-      { binary: options.binary, args: llamaServerArgs(this.entry), startTimeoutMs: parseDuration(options.startTimeout ?? "120s") },
+      { binary: options.binary, args: llamaServerArgs(this.entry), startTimeoutMs: parseTimerDuration(options.startTimeout ?? "120s") },
       this.log,
       { ready: (endpoint) => this.relayTo(endpoint), exited: () => this.dropRelay() },
       signal,

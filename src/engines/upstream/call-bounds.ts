@@ -1,3 +1,4 @@
+import { maxTimerMs } from "../../config/duration.ts";
 import { UpstreamUnavailable } from "./upstream-errors.ts";
 
 /**
@@ -94,8 +95,6 @@ export class CallBounds {
     else this.arm();
   }
 }
-
-const maxTimerMs = 2 ** 31 - 1;
 
 function unavailable(message: string, detail: string): UpstreamUnavailable {
   return new UpstreamUnavailable(message, null, 1000, "overloaded", detail);

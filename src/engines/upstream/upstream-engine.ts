@@ -1,5 +1,5 @@
 import type { ModelEntry } from "../../config/app-config.ts";
-import { parseDuration } from "../../config/duration.ts";
+import { parseTimerDuration } from "../../config/duration.ts";
 import { fitCompletion } from "../context-window.ts";
 import type { EngineLog } from "../engine-kind.ts";
 import { AppError } from "../../errors/app-error.ts";
@@ -48,10 +48,10 @@ export interface UpstreamPreparedChat extends PreparedChat {
 function timeoutsOf(options: UpstreamOptions): UpstreamTimeouts {
   const t = options.timeouts ?? {};
   return {
-    connectMs: parseDuration(t.connect ?? "2s"),
-    firstByteMs: parseDuration(t.firstByte ?? "60s"),
-    idleMs: parseDuration(t.idle ?? "30s"),
-    totalMs: parseDuration(t.total ?? "10m"),
+    connectMs: parseTimerDuration(t.connect ?? "2s"),
+    firstByteMs: parseTimerDuration(t.firstByte ?? "60s"),
+    idleMs: parseTimerDuration(t.idle ?? "30s"),
+    totalMs: parseTimerDuration(t.total ?? "10m"),
   };
 }
 
@@ -94,7 +94,7 @@ export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, C
         weight: u.weight ?? 1,
         maxInFlight: u.maxInFlight ?? 64,
         breakerFailures: o.breaker?.failures ?? 5,
-        cooldownMs: parseDuration(o.breaker?.cooldown ?? "10s"),
+        cooldownMs: parseTimerDuration(o.breaker?.cooldown ?? "10s"),
         unhealthyAfter: o.health?.unhealthyAfter ?? 3,
         healthyAfter: o.health?.healthyAfter ?? 2,
       });
@@ -102,8 +102,8 @@ export class UpstreamEngine implements Engine, ChatPort<UpstreamPreparedChat>, C
     this.pool = new UpstreamPool(members, {
       routing: o.routing ?? "least-outstanding",
       attempts: o.retry?.attempts ?? 3,
-      maxWaitMs: parseDuration(o.retry?.maxWait ?? "20s"),
-      healthIntervalMs: parseDuration(o.health?.interval ?? "5s"),
+      maxWaitMs: parseTimerDuration(o.retry?.maxWait ?? "20s"),
+      healthIntervalMs: parseTimerDuration(o.health?.interval ?? "5s"),
       healthPath: o.health?.path ?? (modelgate ? "/healthz" : "/health"),
       loadFactor: o.affinity?.loadFactor ?? 1.25,
     });
