@@ -147,21 +147,23 @@ test("maxConcurrent across replicas (Redis): two nodes share a key's count exact
   const plan = { name: "two", maxConcurrent: 2, maxConcurrentPerAccount: null };
   const holder = { keyId: `key_${Math.random().toString(36).slice(2)}`, accountId: `acct_${Math.random().toString(36).slice(2)}`, plan };
   const [redisA, redisB] = await Promise.all([sharedRedis(), sharedRedis()]);
-  const nodeA = new RedisConcurrency(redisA, 600);
-  const nodeB = new RedisConcurrency(redisB, 600);
+  // Leases of 1.5 s, renewed every 0.5 s: a renewal may run a second late on a loaded machine before the lease
+  // lapses (with 0.6 s leases a 0.4-s delay lapsed one, and the count fell short once).
+  const nodeA = new RedisConcurrency(redisA, 1500);
+  const nodeB = new RedisConcurrency(redisB, 1500);
   try {
     const first = await nodeA.acquire(holder);
     await nodeB.acquire(holder);
     await assert.rejects(async () => nodeA.acquire(holder), (err: unknown) => (err as { code?: string }).code === "rate_limit_exceeded" && ((err as { retryAfterMs?: number }).retryAfterMs ?? 0) >= 1000);
     // A live node renews its leases: past the lease time the count still holds.
-    await new Promise((r) => setTimeout(r, 900));
+    await new Promise((r) => setTimeout(r, 2000));
     await assert.rejects(async () => nodeA.acquire(holder), (err: unknown) => (err as { code?: string }).code === "rate_limit_exceeded");
     first();
     const again = await nodeA.acquire(holder);
     // Node B dies holding its place: once its lease expires, the place is free.
     await redisB.close();
     await assert.rejects(async () => nodeA.acquire(holder), (err: unknown) => (err as { code?: string }).code === "rate_limit_exceeded");
-    await new Promise((r) => setTimeout(r, 700));
+    await new Promise((r) => setTimeout(r, 1700));
     const freed = await nodeA.acquire(holder);
     again();
     freed();
