@@ -114,6 +114,14 @@ test("issue 29.13 the managed llama-server refuses a request without its per-run
   assert.notEqual(keyOf(engineOf("managed-embed")!.processInfo!.pid!), key, "each process has its own key");
 });
 
+test("llama-server engine: the process samples as the in-process engine does (temperature and top_p 1, top-k and min-p off), not with llama-server's defaults", async () => {
+  const { pid, port } = engineOf("managed-json")!.processInfo!;
+  const props = await fetch(`http://127.0.0.1:${port}/props`, { headers: { authorization: `Bearer ${keyOf(pid!)}` } });
+  assert.equal(props.status, 200);
+  const { params } = ((await props.json()) as { default_generation_settings: { params: Record<string, number> } }).default_generation_settings;
+  assert.deepEqual({ temperature: params.temperature, top_k: params.top_k, top_p: params.top_p, min_p: params.min_p }, { temperature: 1, top_k: 0, top_p: 1, min_p: 0 });
+});
+
 test("llama-server engine: a crashed process gets 503 model_loading, is restarted with backoff on a port of its own, and serves again", async (t) => {
   const engine = engineOf("managed")!;
   const before = engine.processInfo!;

@@ -28,6 +28,14 @@ import type { UpstreamOptions } from "../upstream/upstream.support.ts";
 import { LlamaServerProcess, type LlamaServerEndpoint } from "./llama-server-process.ts";
 import { llamaServerOptions, llamaServerSupport } from "./llama-server.support.ts";
 
+/**
+ * Sampling as on the in-process engine and in OpenAI's API (decision 0009): temperature and top_p 1 unless the
+ * request or the entry's `defaults` say otherwise (the relay sends them), top-k and min-p off. llama-server's own
+ * defaults (temperature 0.8, top_k 40, top_p 0.95, min_p 0.05) would make the same entry sample another distribution
+ * when `llama.server` places it here.
+ */
+const openAiSampling = ["--temp", "1", "--top-k", "0", "--top-p", "1", "--min-p", "0"];
+
 /** The llama-server flags for an entry: the model, one slot per `parallel`, each with the entry's context. */
 export function llamaServerArgs(entry: ModelEntry): string[] {
   const options = llamaServerOptions(entry);
@@ -35,7 +43,7 @@ export function llamaServerArgs(entry: ModelEntry): string[] {
   // -c is the whole KV cache, shared out over the -np slots: contextSize each.
   const context = entry.contextSize === null ? "0" : String(entry.contextSize * entry.parallel);
   const role = entry.capabilities.includes("chat") ? ["--jinja"] : entry.capabilities.includes("rerank") ? ["--reranking"] : ["--embeddings"];
-  return ["-m", entry.path!, "-np", String(entry.parallel), "-c", context, "-t", threads, "-tb", threads, "--no-webui", ...role, ...(options.args ?? [])];
+  return ["-m", entry.path!, "-np", String(entry.parallel), "-c", context, "-t", threads, "-tb", threads, "--no-webui", ...role, ...openAiSampling, ...(options.args ?? [])];
 }
 
 /**
