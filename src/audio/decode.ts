@@ -1,7 +1,8 @@
 import decode from "audio-decode";
 import { AppError } from "../errors/app-error.ts";
 import { moovFirst } from "./mp4-faststart.ts";
-import { mp4Boxes, probeAudio, ProbeError, type AudioProbe } from "./probe.ts";
+import { probeAudio, ProbeError, type AudioProbe } from "./probe.ts";
+import { mp4Boxes } from "./probe-mp4.ts";
 import { StreamingResampler } from "./resample.ts";
 import { sniffFormat, truncationProblem, type AudioFormat } from "./sniff.ts";
 

@@ -1,4 +1,4 @@
-import { mp4Boxes } from "./probe.ts";
+import { mp4Boxes } from "./probe-mp4.ts";
 import { u32be } from "./sniff.ts";
 
 const nested = ["trak", "mdia", "minf", "stbl"];
