@@ -95,9 +95,15 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
+/** The directories tempDir made: removed when the process exits (each test file and bench is a process of its own). */
+const madeDirs: string[] = [];
+
 export function tempDir(prefix = "modelgate-test-"): string {
-  return mkdtempSync(path.join(tmpdir(), prefix));
+  const dir = mkdtempSync(path.join(tmpdir(), prefix));
+  if (madeDirs.push(dir) === 1) process.once("exit", () => madeDirs.forEach((made) => rmSync(made, { recursive: true, force: true })));
+  return dir;
 }
+
 
 /** Starts the real server in-process over TLS on a random port, with a fresh data dir. */
 export async function startServer(rawConfig: Record<string, unknown> = {}, options: ServerOptions & { dataDir?: string } = {}): Promise<TestServer> {
