@@ -3,7 +3,6 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { spawn, type ChildProcess } from "node:child_process";
 import { Agent } from "undici";
-import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import YAML from "yaml";
 import { testConfig } from "./config.ts";
@@ -79,6 +78,8 @@ export interface TestServer {
   baseURL: string;
   ca: string;
   fetch: TlsFetch;
+  /** The undici dispatcher `fetch` uses, trusting this server's certificate: for other clients (anthropic-client.ts). */
+  dispatcher: Agent;
   /**
    * POSTs to a path on this server (`/v1/chat/completions`): a FormData body goes as multipart, anything else as
    * JSON; `key` is sent as a Bearer token.
@@ -88,8 +89,6 @@ export interface TestServer {
   get(path: string, options?: RequestOptions): Promise<Response>;
   /** The official openai client pointed at this server; retries off unless asked for. */
   openai(apiKey: string, options?: { maxRetries?: number; timeout?: number }): OpenAI;
-  /** Anthropic's official client pointed at this server (it sends the key as x-api-key); retries off unless asked for. */
-  anthropic(apiKey: string, options?: { maxRetries?: number; timeout?: number }): Anthropic;
   /** Creates an account and key in this server's store. */
   createKey(options?: CreateKeyOptions): Promise<{ key: string; id: string; accountId: string }>;
   close(): Promise<void>;
@@ -123,19 +122,12 @@ export async function startServer(rawConfig: Record<string, unknown> = {}, optio
     baseURL: `${origin}/v1`,
     ca: server.tls.cert,
     fetch: tlsFetch,
+    dispatcher: agent,
     ...requester(tlsFetch, origin),
     openai: (apiKey, clientOptions = {}) =>
       new OpenAI({
         apiKey,
         baseURL: `${origin}/v1`,
-        maxRetries: clientOptions.maxRetries ?? 0,
-        timeout: clientOptions.timeout ?? 60_000,
-        fetchOptions: { dispatcher: agent } as never,
-      }),
-    anthropic: (apiKey, clientOptions = {}) =>
-      new Anthropic({
-        apiKey,
-        baseURL: origin,
         maxRetries: clientOptions.maxRetries ?? 0,
         timeout: clientOptions.timeout ?? 60_000,
         fetchOptions: { dispatcher: agent } as never,

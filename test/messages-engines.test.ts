@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import sharp from "sharp";
 import Anthropic from "@anthropic-ai/sdk";
+import { anthropicClient } from "../harness/anthropic-client.ts";
 import { startServer, modelsDir, type TestServer } from "../harness/server.ts";
 import { startCanned, type Peer } from "../harness/peers.ts";
 import { llamaServerBinary } from "../harness/llama-server.ts";
@@ -27,7 +28,7 @@ before(async () => {
       { id: "managed", engine: "llama-server", binary: llamaServerBinary(), source: path.join(modelsDir, "stories260K.gguf"), capabilities: ["chat"], contextSize: 256, parallel: 1, threads: 1 },
     ],
   });
-  client = srv.anthropic((await srv.createKey()).key);
+  client = anthropicClient(srv, (await srv.createKey()).key);
 });
 
 after(async () => {

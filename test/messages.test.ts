@@ -4,6 +4,7 @@ import path from "node:path";
 import Anthropic from "@anthropic-ai/sdk";
 import { generateText, streamText } from "ai";
 import { createAnthropic } from "@ai-sdk/anthropic";
+import { anthropicClient } from "../harness/anthropic-client.ts";
 import { startServer, modelsDir, type TestServer } from "../harness/server.ts";
 import Fastify from "fastify";
 import { usageRows } from "./helpers/usage.ts";
@@ -32,7 +33,7 @@ before(async () => {
     plans: { tiny: { rateLimit: { requests: 2, window: "1h" }, tokenLimit: { tokens: 100_000, window: "1h" } } },
   });
   ({ key, id: keyId, accountId } = await srv.createKey());
-  client = srv.anthropic(key);
+  client = anthropicClient(srv, key);
 });
 
 after(async () => {
@@ -195,7 +196,7 @@ test("issue 44.1 errors in Anthropic's envelope and statuses, with request-id, R
   assert.deepEqual(await anthropicErrorOf(wrongMethod), { status: 405, type: "invalid_request_error", message: "Method GET is not allowed on /v1/messages; use POST." });
   assert.ok(wrongMethod.headers.get("request-id") && wrongMethod.headers.get("retry-after"));
 
-  const loading = await srv.anthropic(key).messages.create({ model: "lazy", max_tokens: 2, messages: [{ role: "user", content: "Hi" }] }).catch((err: unknown) => err);
+  const loading = await anthropicClient(srv, key).messages.create({ model: "lazy", max_tokens: 2, messages: [{ role: "user", content: "Hi" }] }).catch((err: unknown) => err);
   assert.ok(loading instanceof Anthropic.APIError && loading.status === 529, String(loading));
   assert.equal((loading.error as { error: { type: string } }).error.type, "overloaded_error");
   assert.ok(Number(loading.headers?.get("retry-after")) >= 1);
@@ -267,7 +268,7 @@ test("issue 44.1 nothing differs by door: a message is charged as the same chat 
   const b = await srv.createKey();
   // temperature is Anthropic's parameter, though this SDK's types no longer list it.
   const body = { model: "stories", max_tokens: 15, temperature: 0, system: "Be brief.", messages: [{ role: "user" as const, content: "Once upon a time" }] };
-  const message = await srv.anthropic(a.key).messages.create(body);
+  const message = await anthropicClient(srv, a.key).messages.create(body);
   const chat = await srv.openai(b.key).chat.completions.create({ model: "stories", max_tokens: 15, temperature: 0, messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Once upon a time" }] });
   // As on Anthropic, the prompt is input_tokens plus the cache reads: the same prompt as chat's.
   assert.equal(message.usage.input_tokens + message.usage.cache_read_input_tokens!, chat.usage!.prompt_tokens);
@@ -279,7 +280,7 @@ test("issue 44.1 nothing differs by door: a message is charged as the same chat 
   assert.deepEqual(rowsA, [["stories", "chat", 1, chat.usage!.prompt_tokens, chat.usage!.completion_tokens]]);
 
   // The same prompt again: the engine reuses its KV cache, and says so; the usage row still counts the whole prompt.
-  const again = await srv.anthropic(a.key).messages.create(body);
+  const again = await anthropicClient(srv, a.key).messages.create(body);
   assert.ok(again.usage.cache_read_input_tokens! > 0, JSON.stringify(again.usage));
   assert.equal(again.usage.input_tokens + again.usage.cache_read_input_tokens!, chat.usage!.prompt_tokens);
   const [row] = await usageRows(srv.server, srv.config, a.accountId, a.id);

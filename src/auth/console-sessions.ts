@@ -1,5 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
+import { newRedis } from "../store/redis-client.ts";
 import type { ConsoleSessionsRepo, SessionRecord } from "../store/console-sessions.repo.ts";
 
 /**
@@ -153,7 +154,7 @@ export class RedisSessions implements SessionBackend {
   ) {}
 
   static async connect(url: string, deployment: string): Promise<RedisSessions> {
-    const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, commandTimeout: 1000, connectTimeout: 1000 });
+    const redis = await newRedis(url, { lazyConnect: true, maxRetriesPerRequest: 1, commandTimeout: 1000, connectTimeout: 1000 });
     redis.on("error", () => {
       // A failed command rejects and its request answers 503; ioredis reconnects on its own.
     });

@@ -1,7 +1,6 @@
 import { X509Certificate } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync, renameSync } from "node:fs";
 import path from "node:path";
-import { generate } from "selfsigned";
 
 export interface TlsMaterial {
   cert: string;
@@ -43,6 +42,8 @@ function isGeneratedCa(certPem: string): boolean {
 async function generateLeaf(): Promise<{ cert: string; key: string }> {
   const notAfter = new Date();
   notAfter.setFullYear(notAfter.getFullYear() + 5);
+  // Loaded here, at the first start only: selfsigned and its X.509 library are some 200 modules.
+  const { generate } = await import("selfsigned");
   const pems = await generate([{ name: "commonName", value: generatedName }], {
     keyType: "ec",
     curve: "P-256",

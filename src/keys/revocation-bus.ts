@@ -1,4 +1,5 @@
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
+import { newRedis } from "../store/redis-client.ts";
 import { subscribedConnection } from "../store/redis-subscriber.ts";
 import type { AuditEntry } from "../store/audit.repo.ts";
 
@@ -36,7 +37,7 @@ export class RedisRevocationBus implements RevocationBus {
   ) {}
 
   static async connect(url: string): Promise<RedisRevocationBus> {
-    const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, commandTimeout: 1000, connectTimeout: 1000 });
+    const redis = await newRedis(url, { lazyConnect: true, maxRetriesPerRequest: 1, commandTimeout: 1000, connectTimeout: 1000 });
     redis.on("error", () => {
       // Reported by the failing call; ioredis reconnects on its own.
     });

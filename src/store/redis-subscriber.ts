@@ -1,4 +1,5 @@
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
+import { newRedis } from "./redis-client.ts";
 
 /**
  * A Redis connection subscribed to `channel`, subscribed again after each reconnection by this code rather than by
@@ -8,7 +9,7 @@ import { Redis } from "ioredis";
  * failed SUBSCRIBE is dropped: the next `ready` tries again.
  */
 export async function subscribedConnection(url: string, channel: string, onMessage: (message: string) => void): Promise<Redis> {
-  const subscriber = new Redis(url, { lazyConnect: true, connectTimeout: 1000, autoResubscribe: false });
+  const subscriber = await newRedis(url, { lazyConnect: true, connectTimeout: 1000, autoResubscribe: false });
   subscriber.on("error", () => {
     // ioredis reconnects on its own; the `ready` after it subscribes again.
   });

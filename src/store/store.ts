@@ -3,7 +3,6 @@ import path from "node:path";
 import BetterSqlite3 from "better-sqlite3";
 import type { FastifyBaseLogger } from "fastify";
 import { CompiledQuery, Kysely, PostgresDialect, SqliteDialect, type Driver } from "kysely";
-import pg from "pg";
 import type { AppConfig } from "../config/app-config.ts";
 import { AccountsRepo } from "./accounts.repo.ts";
 import { AuditRepo } from "./audit.repo.ts";
@@ -77,12 +76,17 @@ class ImmediateSqliteDialect extends SqliteDialect {
 /** Connects to PostgreSQL at `url`, or to the SQLite file in the data dir when there is none; no migration. */
 export function connectDatabase(config: AppConfig, url: string | null, log: FastifyBaseLogger): { db: Kysely<Database>; dialect: Store["dialect"] } {
   if (url) {
-    // Fail fast when the database is away (the default is to wait for a connection forever).
-    const pool = new pg.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 1000, query_timeout: 5000 });
-    // A client losing its connection must not crash the process: an idle one is reported by the pool; one in use
-    // emits "error" on itself (with no listener once checked out) besides failing its query, which reports it.
-    pool.on("error", (err) => log.warn({ err }, "postgres pool client error"));
-    pool.on("connect", (client) => client.on("error", (err) => log.debug({ err }, "postgres connection lost")));
+    // Kysely makes the pool at its first query: pg is loaded then, never on the embedded default.
+    const pool = async () => {
+      const { default: pg } = await import("pg");
+      // Fail fast when the database is away (the default is to wait for a connection forever).
+      const made = new pg.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 1000, query_timeout: 5000 });
+      // A client losing its connection must not crash the process: an idle one is reported by the pool; one in use
+      // emits "error" on itself (with no listener once checked out) besides failing its query, which reports it.
+      made.on("error", (err) => log.warn({ err }, "postgres pool client error"));
+      made.on("connect", (client) => client.on("error", (err) => log.debug({ err }, "postgres connection lost")));
+      return made;
+    };
     log.debug({ database: describeUrl(url) }, "store: postgres");
     return { db: new Kysely<Database>({ dialect: new PostgresDialect({ pool }) }), dialect: "postgres" };
   }

@@ -1,4 +1,5 @@
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
+import { newRedis } from "../../store/redis-client.ts";
 import { subscribedConnection } from "../../store/redis-subscriber.ts";
 
 const channel = "modelgate:batches:cancel";
@@ -14,7 +15,7 @@ export class BatchCancelBus {
   ) {}
 
   static async connect(url: string, onCancel: (batchId: string) => void): Promise<BatchCancelBus> {
-    const publisher = new Redis(url, { lazyConnect: true, connectTimeout: 1000, maxRetriesPerRequest: 1, commandTimeout: 1000 });
+    const publisher = await newRedis(url, { lazyConnect: true, connectTimeout: 1000, maxRetriesPerRequest: 1, commandTimeout: 1000 });
     // Reported by the failing call; ioredis reconnects on its own.
     publisher.on("error", () => {});
     const [subscribed, published] = await Promise.allSettled([subscribedConnection(url, channel, onCancel), publisher.connect()]);

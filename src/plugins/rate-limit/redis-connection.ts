@@ -1,4 +1,5 @@
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
+import { newRedis } from "../../store/redis-client.ts";
 
 /**
  * A Redis connection that fails fast: no offline queue, no retries, a command timeout, so an unreachable Redis throws
@@ -6,7 +7,7 @@ import { Redis } from "ioredis";
  * bypass). Connects first, so a wrong REDIS_URL fails the start instead of every request.
  */
 export async function connectFailFast(url: string, commandTimeoutMs: number): Promise<Redis> {
-  const redis = new Redis(url, {
+  const redis = await newRedis(url, {
     lazyConnect: true,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
