@@ -1,30 +1,34 @@
-// test: long (24 s alone, 22 s of it CPU)
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
+import { distIsFresh } from "../harness/dist-freshness.mjs";
 import { modelsDir, repoRoot, requester, runCli, spawnServer, tempDir, trustingFetch, type SpawnedServer } from "../harness/server.ts";
 
 /**
- * `npm start` runs the compiled build (dist/), not the sources through tsx. This builds the sources the same way
- * (`tsconfig.build.json`, into a scratch folder inside the repo so packages resolve) and runs the real CLI and
- * server from it: a llama chat and an ONNX embedding, whose worker threads must start from compiled files too.
+ * `npm start` runs the compiled build (dist/), not the sources through tsx. This runs the real CLI and server from
+ * a build of the sources made the same way (`tsconfig.build.json`): a llama chat and an ONNX embedding, whose worker
+ * threads must start from compiled files too. The build is dist/ itself when it is newer than every source (npm test
+ * builds it first, and npm ci builds it); otherwise this builds one into a scratch folder inside the repo (so
+ * packages resolve), leaving dist/ as it is.
  */
-const outDir = path.join(repoRoot, ".cache", `build-test-${process.pid}`);
+const fresh = distIsFresh(repoRoot);
+const outDir = fresh ? path.join(repoRoot, "dist") : path.join(repoRoot, ".cache", `build-test-${process.pid}`);
 const entry = path.join(outDir, "cli", "run.js");
 const dir = tempDir();
 let server: SpawnedServer | null = null;
 
 before(async () => {
+  if (fresh) return;
   const tsc = path.join(repoRoot, "node_modules", "typescript", "bin", "tsc");
   await promisify(execFile)(process.execPath, [tsc, "-p", path.join(repoRoot, "tsconfig.build.json"), "--outDir", outDir], { cwd: repoRoot });
 });
 
 after(async () => {
   await server?.stop();
-  rmSync(outDir, { recursive: true, force: true });
+  if (!fresh) rmSync(outDir, { recursive: true, force: true });
   rmSync(dir, { recursive: true, force: true });
 });
 
