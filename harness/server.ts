@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { spawn, type ChildProcess } from "node:child_process";
@@ -9,6 +9,7 @@ import { testConfig } from "./config.ts";
 import { buildConfig } from "../src/config/load-config.ts";
 import type { AppConfig } from "../src/config/app-config.ts";
 import { buildServer, type Server, type ServerOptions } from "../src/server.ts";
+import { loadOrCreateTls } from "../src/http/tls.ts";
 import { createKey, type CreateKeyOptions } from "./keys.ts";
 import { buildDist, distIsFresh } from "./dist-freshness.mjs";
 
@@ -103,10 +104,37 @@ export function tempDir(prefix = "modelgate-test-"): string {
   return dir;
 }
 
+/**
+ * The generated certificate and key every in-process test server with a data dir of the harness's starts with, made
+ * once per checkout (.cache/test-tls): a server that finds them uses them, so a test file does not load the
+ * certificate generator (about 180 ms of CPU). The first start's generation has its own tests (tls-certificate,
+ * core-cli) and every spawned server still does it.
+ */
+async function sharedTestTls(): Promise<string> {
+  const shared = path.join(repoRoot, ".cache", "test-tls");
+  if (!existsSync(shared)) {
+    mkdirSync(path.dirname(shared), { recursive: true });
+    const made = mkdtempSync(`${shared}-`);
+    await loadOrCreateTls(null, made);
+    // One rename of the whole folder: a concurrent test file that made its own first keeps the pair it sees whole.
+    try {
+      renameSync(made, shared);
+    } catch {
+      rmSync(made, { recursive: true, force: true });
+    }
+  }
+  return path.join(shared, "tls");
+}
 
 /** Starts the real server in-process over TLS on a random port, with a fresh data dir. */
 export async function startServer(rawConfig: Record<string, unknown> = {}, options: ServerOptions & { dataDir?: string } = {}): Promise<TestServer> {
-  const dataDir = options.dataDir ?? tempDir();
+  let dataDir = options.dataDir;
+  if (!dataDir) {
+    dataDir = tempDir();
+    const tls = await sharedTestTls();
+    mkdirSync(path.join(dataDir, "tls"), { mode: 0o700 });
+    for (const file of ["cert.pem", "key.pem"]) copyFileSync(path.join(tls, file), path.join(dataDir, "tls", file));
+  }
   const withData = { dataDir, ...rawConfig, server: { host: "127.0.0.1", port: 0, ...(rawConfig.server as object | undefined) } };
   const configFile = path.join(repoRoot, "test/config.yaml");
   const config = options.engines ? buildConfig(withData, configFile, options.engines) : testConfig(withData, configFile);
