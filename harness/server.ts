@@ -105,10 +105,10 @@ export function tempDir(prefix = "modelgate-test-"): string {
 }
 
 /**
- * The generated certificate and key every in-process test server with a data dir of the harness's starts with, made
- * once per checkout (.cache/test-tls): a server that finds them uses them, so a test file does not load the
- * certificate generator (about 180 ms of CPU). The first start's generation has its own tests (tls-certificate,
- * core-cli) and every spawned server still does it.
+ * The generated certificate and key test servers start with (seedTestTls), made once per checkout (.cache/test-tls):
+ * a server that finds them in its data dir uses them, so neither a test file nor a spawned server loads the
+ * certificate generator (about 250 ms of CPU with the generation). The first start's generation has its own tests
+ * (tls-certificate, core-cli, log-format), and servers the CLI starts (runCli) still do it.
  */
 async function sharedTestTls(): Promise<string> {
   const shared = path.join(repoRoot, ".cache", "test-tls");
@@ -126,14 +126,24 @@ async function sharedTestTls(): Promise<string> {
   return path.join(shared, "tls");
 }
 
+/**
+ * Puts the shared test certificate into `dataDir`/tls, unless that folder is there already (a test that wants the
+ * first start's generation makes it empty beforehand).
+ */
+async function seedTestTls(dataDir: string): Promise<void> {
+  const target = path.join(dataDir, "tls");
+  if (existsSync(target)) return;
+  const tls = await sharedTestTls();
+  mkdirSync(target, { recursive: true, mode: 0o700 });
+  for (const file of ["cert.pem", "key.pem"]) copyFileSync(path.join(tls, file), path.join(target, file));
+}
+
 /** Starts the real server in-process over TLS on a random port, with a fresh data dir. */
 export async function startServer(rawConfig: Record<string, unknown> = {}, options: ServerOptions & { dataDir?: string } = {}): Promise<TestServer> {
   let dataDir = options.dataDir;
   if (!dataDir) {
     dataDir = tempDir();
-    const tls = await sharedTestTls();
-    mkdirSync(path.join(dataDir, "tls"), { mode: 0o700 });
-    for (const file of ["cert.pem", "key.pem"]) copyFileSync(path.join(tls, file), path.join(dataDir, "tls", file));
+    await seedTestTls(dataDir);
   }
   const withData = { dataDir, ...rawConfig, server: { host: "127.0.0.1", port: 0, ...(rawConfig.server as object | undefined) } };
   const configFile = path.join(repoRoot, "test/config.yaml");
@@ -192,6 +202,7 @@ export async function spawnServer(
 ): Promise<SpawnedServer> {
   const configFile = path.join(dir, `config-${Math.random().toString(36).slice(2)}.yaml`);
   writeFileSync(configFile, YAML.stringify(rawConfig));
+  if (typeof rawConfig.dataDir === "string") await seedTestTls(path.resolve(dir, rawConfig.dataDir));
   const child = spawn(process.execPath, [...nodeArgs, entry, "serve", "--config", configFile, "--port", "0", ...extraArgs], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],

@@ -2,7 +2,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import YAML from "yaml";
 import { cliPath, spawnServer, tempDir, trustingFetch } from "../harness/server.ts";
@@ -81,6 +81,8 @@ test("issue 37 MODELGATE_LOG_FORMAT=json on a terminal gives JSON lines", async 
 
 test("issue 37 on a pipe, serve logs JSON, with the start-up facts as fields; stdout has the summary once", async () => {
   const dir = tempDir();
+  // An empty tls/ folder: this start generates its certificate, rather than the harness's shared one.
+  mkdirSync(path.join(dir, "data", "tls"), { recursive: true });
   const server = await spawnServer(config(dir), dir);
   await server.stop("SIGTERM");
   await drained(server.child);
