@@ -8,7 +8,7 @@ import YAML from "yaml";
 import { testConfig } from "./config.ts";
 import { buildConfig } from "../src/config/load-config.ts";
 import type { AppConfig } from "../src/config/app-config.ts";
-import { buildServer, type Server, type ServerOptions } from "../src/server.ts";
+import type { Server, ServerOptions } from "../src/server.ts";
 import { loadOrCreateTls } from "../src/http/tls.ts";
 import { createKey, type CreateKeyOptions } from "./keys.ts";
 import { buildDist, distIsFresh } from "./dist-freshness.mjs";
@@ -148,6 +148,8 @@ export async function startServer(rawConfig: Record<string, unknown> = {}, optio
   const withData = { dataDir, ...rawConfig, server: { host: "127.0.0.1", port: 0, ...(rawConfig.server as object | undefined) } };
   const configFile = path.join(repoRoot, "test/config.yaml");
   const config = options.engines ? buildConfig(withData, configFile, options.engines) : testConfig(withData, configFile);
+  // Imported here: a test file that only spawns servers or runs the CLI does not load the whole server (about 1 s of CPU).
+  const { buildServer } = await import("../src/server.ts");
   const server = await buildServer(config, { logger: false, ...options });
   const port = await server.listen();
   await server.ctx.catalog.loadEager();
