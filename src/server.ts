@@ -11,6 +11,7 @@ import { builtInEngines, type EngineRegistry } from "./engines/registry.ts";
 import { loadOrCreateTls, type TlsMaterial } from "./http/tls.ts";
 import { RouteTable } from "./http/route-table.ts";
 import { sharedSerializers } from "./http/shared-serializers.ts";
+import { lazyValidators } from "./http/lazy-validators.ts";
 import { OpenStreams } from "./http/sse.ts";
 import { AppError } from "./errors/app-error.ts";
 import { requestIdFor, requestIdPlugin } from "./plugins/request-id.ts";
@@ -108,7 +109,8 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
     forceCloseConnections: "idle",
     return503OnClosing: false,
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: true, allErrors: false } },
-    schemaController: { compilersFactory: { buildSerializer: sharedSerializers() } },
+    // Fastify types buildValidator as ajv's own compile, which the function it calls is not (lazy-validators.ts).
+    schemaController: { compilersFactory: { buildSerializer: sharedSerializers(), buildValidator: lazyValidators() as never } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const closers: (() => Promise<void> | void)[] = [];
@@ -158,7 +160,7 @@ export async function buildServer(config: AppConfig, options: ServerOptions = {}
 
   const routeTable = new RouteTable();
   app.decorate("routeTable", routeTable);
-  app.addHook("onRoute", (route) => routeTable.add(route.method, route.url));
+  app.addHook("onRoute", (route) => routeTable.add(route.method, route.url, route.schema as Record<string, unknown> | undefined));
 
   await app.register(adminAuthPlugin, { store });
   await app.register(requestIdPlugin);
