@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // `npm test`: every test/*.test.ts (or the files named as arguments) through Node's test runner, in two phases.
-// First every file not marked to run alone, several at once (MODELGATE_TEST_CONCURRENCY, default 5); then each file
+// First every file not marked to run alone, several at once (MODELGATE_TEST_CONCURRENCY, default 6); then each file
 // marked `// test: alone (why)` near its top, one at a time with nothing else running. A file is marked when what it
 // asserts depends on the machine's spare CPU (a time budget, a throughput floor), not on another file's data: every
 // file gets its own port, temp dir, database and Redis keys from the harness. Files marked `// test: long (why)` start
@@ -17,7 +17,7 @@ import { buildDist, distIsFresh } from "../harness/dist-freshness.mjs";
 const root = path.resolve(import.meta.dirname, "..");
 const aloneMark = /^\/\/ test: alone\b/m;
 const longMark = /^\/\/ test: long\b/m;
-const concurrency = Number(process.env.MODELGATE_TEST_CONCURRENCY ?? 5);
+const concurrency = Number(process.env.MODELGATE_TEST_CONCURRENCY ?? 6);
 if (!Number.isInteger(concurrency) || concurrency < 1) throw new Error(`MODELGATE_TEST_CONCURRENCY must be a whole number ≥ 1, not ${process.env.MODELGATE_TEST_CONCURRENCY}`);
 
 const files = process.argv.length > 2
