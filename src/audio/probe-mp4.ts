@@ -1,7 +1,7 @@
 import { ascii, u32be } from "./sniff.ts";
 import { fail, u16be, u64be, type AudioProbe } from "./probe-common.ts";
 
-/** MP4 (M4A): the sound track's AAC sample entry and sample tables, checked against the bytes that hold them. */
+// MP4 (M4A): the sound track's AAC sample entry and sample tables, checked against the bytes that hold them.
 
 interface Box {
   type: string;

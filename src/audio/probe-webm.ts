@@ -1,7 +1,7 @@
 import { ascii, readEbmlElement } from "./sniff.ts";
 import { fail, view, type AudioProbe } from "./probe-common.ts";
 
-/** WebM (Matroska): the first audio track's codec, channels and rate, and the segment's duration, from its EBML headers. */
+// WebM (Matroska): the first audio track's codec, channels and rate, and the segment's duration, from its EBML headers.
 
 function ebmlChildren(b: Uint8Array, start: number, end: number, visit: (id: number, dataStart: number, dataEnd: number) => boolean | void): void {
   let at = start;

@@ -9,7 +9,7 @@ export type ValidatorFactory = (externalSchemas: unknown, options: { customOptio
 /**
  * Fastify's request validators (ajv), compiled at a route's first request instead of at start, from one pool of ajv
  * instances for the process. Fastify compiles every route's body, query, params and headers schema when a server
- * starts, about a sixth of a start's CPU, though a replica serves a handful of the ~100 routes and a test one or two.
+ * starts, about a third of a start's CPU, though a replica serves a handful of the ~100 routes and a test one or two.
  * A route's first request pays its own compile (milliseconds) instead. One pool: every scope and every server the
  * process builds (the tests build hundreds) gets the same ajv for the same shared schemas and options, and ajv
  * compiles a schema object once.

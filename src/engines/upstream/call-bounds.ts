@@ -82,7 +82,8 @@ export class CallBounds {
   /** Sets the one timer for the nearest deadline (at the start, and when the timer found the deadline moved on). */
   private arm(): void {
     const { at } = this.nextDeadline();
-    // Node fires a longer delay than a timer holds (2^31 - 1 ms, 24.8 days; `total: 1000h` is a valid config) after 1 ms.
+    // Node fires a longer delay than a timer holds (2^31 - 1 ms, 24.8 days) after 1 ms. The config holds its timer
+    // durations there (parseTimerDuration); a caller that passes more still waits, in steps.
     this.timer = setTimeout(() => this.fire(), Math.min(maxTimerMs, Math.max(0, at - performance.now()))).unref();
   }
 
