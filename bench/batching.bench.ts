@@ -6,6 +6,7 @@ import { spawnServer, tempDir } from "../harness/server.ts";
 import { shapedModel, type ModelShape, type WeightType } from "../harness/shaped-model.ts";
 import { ratioRow, type BenchRow } from "./bench-row.ts";
 import { cpuMs, gatewayEntry, startLineProcess, startRawLlamaChat, treeCpuMs, type LineProcess } from "./processes.ts";
+import { openAiSampling } from "../src/engines/llama-server/managed-llama-server-engine.ts";
 
 /**
  * Issues 24, 35 and 46.4: concurrent streams on shaped models (the forge's real-model bodies, random weights), 1
@@ -16,7 +17,8 @@ import { cpuMs, gatewayEntry, startLineProcess, startRawLlamaChat, treeCpuMs, ty
  * `modelgate serve` (the compiled build, bench/processes.ts gatewayEntry) with the in-process `llama` engine (parallel 4, and parallel 1 and 8; `llama.server: never`),
  * a second `modelgate serve` whose `engine: llama` entries (parallel 4 and 1) run on the managed llama-server
  * (`llama.server: always` with a built binary; `auto` places the parallel-4 one alike), and llama-server straight
- * (-np 4, and -np 8 for 8 streams), and for 1 stream node-llama-cpp's LlamaChat alone (bench/peers/raw-llama-chat.ts,
+ * (-np 4, and -np 8 for 8 streams; sampling the whole distribution as the in-process engine does, not llama-server's
+ * default top-k 40 and min-p 0.05), and for 1 stream node-llama-cpp's LlamaChat alone (bench/peers/raw-llama-chat.ts,
  * the in-process engine's floor: two native jobs a token, a decode then a sample, where llama-server loops in one
  * thread). Each round runs every side's stream counts (aggregate tok/s), the order of the
  * sides rotating each round; RUNS rounds. BENCH_STREAMS (default 1,4,8; 1,4 for qwen3-0.6b) picks the counts,
@@ -64,12 +66,12 @@ async function measure(model: Model): Promise<Measured> {
   const onServer = await spawnServer(placed, dir, [], {}, gatewayEntry());
   const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));
   const ca = path.join(dir, "tls/cert.pem");
-  const direct = await startLlamaServer(file, ["-c", String(CONTEXT * 4), "-np", "4", "-t", "1", "-tb", "1"]);
+  const direct = await startLlamaServer(file, ["-c", String(CONTEXT * 4), "-np", "4", "-t", "1", "-tb", "1", ...openAiSampling]);
   // node-llama-cpp's LlamaChat alone (same model, context, threads, wrapper and sampling): the floor of the in-process
   // engine's single stream, which llama-server's own loop is not bound by.
   const raw1 = model.streams.includes(1) ? await startRawLlamaChat(file, CONTEXT) : null;
   let rawSeed = 1;
-  const direct8 = eight ? await startLlamaServer(file, ["-c", String(CONTEXT * 8), "-np", "8", "-t", "1", "-tb", "1"]) : null;
+  const direct8 = eight ? await startLlamaServer(file, ["-c", String(CONTEXT * 8), "-np", "8", "-t", "1", "-tb", "1", ...openAiSampling]) : null;
   // One client process per side and stream count, kept up across the runs and so warmed with its side (decision 0053).
   const clients = new Map<string, LineProcess>();
   const client = async (url: string, id: string, concurrency: number, auth: string[]) => {

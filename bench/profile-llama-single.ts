@@ -6,6 +6,7 @@ import { startLlamaServer } from "../harness/llama-server.ts";
 import { spawnServer, tempDir } from "../harness/server.ts";
 import { shapedModel, type ModelShape, type WeightType } from "../harness/shaped-model.ts";
 import { cpuMs, perfRecorded, runNode } from "./processes.ts";
+import { openAiSampling } from "../src/engines/llama-server/managed-llama-server-engine.ts";
 
 /**
  * `node --import tsx bench/profile-llama-single.ts OUT_DIR [SHAPE=smollm2-135m] [TYPE=q8_0] [TOKENS=256] [ROUNDS=3]`:
@@ -33,7 +34,7 @@ const raw = {
 // With JS_PROF=1 the gateway also writes a V8 CPU profile into OUT_DIR at exit (node bench/profile-top.mjs FILE).
 const gateway = await spawnServer(raw, dir, [], process.env.JS_PROF ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${out}` } : {});
 const { key } = await createKey(testConfig(raw, path.join(dir, "config.yaml")));
-const direct = await startLlamaServer(model, ["-c", "512", "-np", "1", "-t", "1", "-tb", "1"]);
+const direct = await startLlamaServer(model, ["-c", "512", "-np", "1", "-t", "1", "-tb", "1", ...openAiSampling]);
 const sides = [
   { name: "in-process", pid: gateway.child.pid!, url: `${gateway.origin}/v1/chat/completions`, auth: [key, path.join(dir, "tls/cert.pem")] },
   { name: "llama-server", pid: direct.child.pid!, url: `${direct.origin}/v1/chat/completions`, auth: ["", ""] },

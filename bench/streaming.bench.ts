@@ -7,6 +7,7 @@ import { shapedModel } from "../harness/shaped-model.ts";
 import { ratioRow, type BenchRow } from "./bench-row.ts";
 import { cpuMs, gatewayEntry, startLineProcess, startRawLlamaChat } from "./processes.ts";
 import { warmUp } from "./warm-up.ts";
+import { openAiSampling } from "../src/engines/llama-server/managed-llama-server-engine.ts";
 
 /**
  * Issues 23 and 46.5: one streamed chat, tokens/s, on three sides, each in its own process: the raw engine
@@ -67,7 +68,7 @@ export default async function streamingBench(): Promise<BenchRow[]> {
   try {
     for (const c of cases) {
       const engine = await startRawLlamaChat(c.file, c.context);
-      const server = await startLlamaServer(c.file, ["-c", String(c.context), "-np", "1", "-t", "1", "-tb", "1"]);
+      const server = await startLlamaServer(c.file, ["-c", String(c.context), "-np", "1", "-t", "1", "-tb", "1", ...openAiSampling]);
       const viaGateway = startClient(`${gateway.origin}/v1/chat/completions`, c.id, c.tokens, key, ca);
       const viaServer = startClient(`${server.origin}/v1/chat/completions`, c.id, c.tokens);
       const sides = {

@@ -34,7 +34,7 @@ import { llamaServerOptions, llamaServerSupport } from "./llama-server.support.t
  * defaults (temperature 0.8, top_k 40, top_p 0.95, min_p 0.05) would make the same entry sample another distribution
  * when `llama.server` places it here.
  */
-const openAiSampling = ["--temp", "1", "--top-k", "0", "--top-p", "1", "--min-p", "0"];
+export const openAiSampling = ["--temp", "1", "--top-k", "0", "--top-p", "1", "--min-p", "0"];
 
 /** The llama-server flags for an entry: the model, one slot per `parallel`, each with the entry's context. */
 export function llamaServerArgs(entry: ModelEntry): string[] {
