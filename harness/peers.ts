@@ -7,9 +7,12 @@ export interface Peer {
   port: number;
 }
 
-/** Starts `script` (a path) with node and resolves once it prints the port it listens on. */
+/** Ends a peer when its parent ends (harness/exit-with-parent.mjs). */
+const exitWithParent = ["--import", path.join(import.meta.dirname, "exit-with-parent.mjs")];
+
+/** Starts `script` (a path) with node and resolves once it prints the port it listens on; it ends when this process does. */
 export function startListening(script: string, args: string[] = [], nodeArgs: string[] = []): Promise<Peer> {
-  const child = spawn(process.execPath, [...nodeArgs, script, ...args], { stdio: ["ignore", "pipe", "inherit"] });
+  const child = spawn(process.execPath, [...exitWithParent, ...nodeArgs, script, ...args], { stdio: ["pipe", "pipe", "inherit"] });
   return new Promise((resolve) => {
     child.stdout!.setEncoding("utf8").once("data", (d: string) => resolve({ child, port: Number(/listening (\d+)/.exec(d)![1]) }));
   });

@@ -42,7 +42,10 @@ function phase(name, group, jobs) {
   if (group.length === 0) return Promise.resolve();
   console.log(`\n# ${name}: ${group.length} files, ${jobs} at a time`);
   const started = Date.now();
-  const args = ["--import", "tsx", "--test", `--test-concurrency=${jobs}`, "--test-timeout=300000"];
+  // The runner holds each file (and each test that sets no timeout of its own) to this. Ten minutes: Claude Code's
+  // 11k-token prompt on stories260K (test/claude-code.test.ts) is about 70 s of CPU alone and took 295 s and then
+  // over 300 s among six files on a 2-core machine.
+  const args = ["--import", "tsx", "--test", `--test-concurrency=${jobs}`, "--test-timeout=600000"];
   args.push(`--test-reporter=${reporter}`, "--test-reporter-destination=stdout");
   args.push("--test-reporter=./scripts/test-file-times.mjs", `--test-reporter-destination=${path.join(times, `${name}.jsonl`)}`);
   return new Promise((resolve) => {
