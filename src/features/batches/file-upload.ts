@@ -1,3 +1,4 @@
+import { setImmediate as nextTurn } from "node:timers/promises";
 import type { Multipart, MultipartFile } from "@fastify/multipart";
 import type { FastifyRequest } from "fastify";
 import type { AuthContext } from "../../auth/auth-context.ts";
@@ -124,7 +125,12 @@ async function begin(request: FastifyRequest, store: Store, auth: AuthContext, c
   return { file, reserved: begun.reserved };
 }
 
-/** The file part's bytes into the store in chunks of `fileChunkBytes`; its size. Past `reserved`, 413. */
+/**
+ * The file part's bytes into the store in chunks of `fileChunkBytes`; its size. Past `reserved`, 413. A turn of the
+ * event loop after each chunk: on SQLite a write is synchronous (a MiB, and now and then the WAL checkpoint it
+ * triggers), and the part's buffered pieces and the awaited writes resolve without a turn between them, so one turn
+ * held several MiB of writes (52 ms on a machine with costly system calls).
+ */
 async function writeChunks(store: Store, fileId: string, part: MultipartFile, reserved: number, plan: AuthContext["plan"]): Promise<number> {
   let seq = 0;
   let total = 0;
@@ -141,7 +147,10 @@ async function writeChunks(store: Store, fileId: string, part: MultipartFile, re
     if (pendingBytes < fileChunkBytes) continue;
     const joined = Buffer.concat(pending, pendingBytes);
     let at = 0;
-    for (; joined.length - at >= fileChunkBytes; at += fileChunkBytes) await viaStore(store.files.writeChunk(fileId, seq++, joined.subarray(at, at + fileChunkBytes)));
+    for (; joined.length - at >= fileChunkBytes; at += fileChunkBytes) {
+      await viaStore(store.files.writeChunk(fileId, seq++, joined.subarray(at, at + fileChunkBytes)));
+      await nextTurn();
+    }
     pending = at < joined.length ? [joined.subarray(at)] : [];
     pendingBytes = joined.length - at;
   }
