@@ -37,17 +37,12 @@ let failed = false;
 let current = null;
 for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => (current ? current.kill(signal) : process.exit(130)));
 
-/** One `node --test` run over `group`; its output passes through, and its closing counts are added to the totals. */
+/** One phase: scripts/run-test-files.mjs over `group`; its output passes through, and its closing counts are added to the totals. */
 function phase(name, group, jobs) {
   if (group.length === 0) return Promise.resolve();
   console.log(`\n# ${name}: ${group.length} files, ${jobs} at a time`);
   const started = Date.now();
-  // The runner holds each file (and each test that sets no timeout of its own) to this. Ten minutes: Claude Code's
-  // 11k-token prompt on stories260K (test/claude-code.test.ts) is about 70 s of CPU alone and took 295 s and then
-  // over 300 s among six files on a 2-core machine.
-  const args = ["--import", "tsx", "--test", `--test-concurrency=${jobs}`, "--test-timeout=600000"];
-  args.push(`--test-reporter=${reporter}`, "--test-reporter-destination=stdout");
-  args.push("--test-reporter=./scripts/test-file-times.mjs", `--test-reporter-destination=${path.join(times, `${name}.jsonl`)}`);
+  const args = ["--import", "tsx", path.join(root, "scripts/run-test-files.mjs"), reporter, String(jobs), path.join(times, `${name}.jsonl`)];
   return new Promise((resolve) => {
     const env = { NODE_COMPILE_CACHE: path.join(root, ".cache/node-compile"), ...process.env };
     current = spawn(process.execPath, [...args, ...group], { cwd: root, env, stdio: ["ignore", "pipe", "inherit"] });
